@@ -1,0 +1,94 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Layers, one way: CLDNS/CAvahiClient (C) → DNSWire / MDNS → DiscoveryProxy (pure logic)
+// → DNSServer (NIO front ends) → ProxyApp (config + composition) → executables.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "discovery-proxy",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "discovery-proxy", targets: ["discovery-proxy"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+    ],
+    targets: [
+        // C libraries from Debian: libldns-dev, libavahi-client-dev.
+        .systemLibrary(name: "CLDNS", pkgConfig: "libldns", providers: [.apt(["libldns-dev"])]),
+        .systemLibrary(name: "CAvahiClient", pkgConfig: "avahi-client", providers: [.apt(["libavahi-client-dev"])]),
+
+        // Wire format: Sendable DNS message types; the only module that calls ldns.
+        .target(name: "DNSWire", dependencies: ["CLDNS"], swiftSettings: swiftSettings),
+        // mDNS backend protocol and its avahi implementation; no NIO.
+        .target(
+            name: "MDNS",
+            dependencies: ["DNSWire", "CAvahiClient", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        // RFC 8766 logic: zones, name mapping, browses, cache, query answering. No sockets.
+        .target(
+            name: "DiscoveryProxy",
+            dependencies: ["DNSWire", "MDNS", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        // UDP and TCP DNS front ends.
+        .target(
+            name: "DNSServer",
+            dependencies: [
+                "DNSWire", "DiscoveryProxy",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Configuration (YAML + flags), validation and composition of the services.
+        .target(
+            name: "ProxyApp",
+            dependencies: [
+                "DNSWire", "MDNS", "DiscoveryProxy", "DNSServer",
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "discovery-proxy",
+            dependencies: [
+                "ProxyApp",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        .testTarget(name: "DNSWireTests", dependencies: ["DNSWire"], swiftSettings: swiftSettings),
+        .testTarget(name: "MDNSTests", dependencies: ["MDNS"], swiftSettings: swiftSettings),
+        .testTarget(name: "DiscoveryProxyTests", dependencies: ["DiscoveryProxy", "DNSWire", "MDNS"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "DNSServerTests",
+            dependencies: [
+                "DNSServer", "DiscoveryProxy", "DNSWire", "ProxyApp",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,93 @@
+import DNSWire
+
+/// One continuous mDNS question on one link: "tell me every record of `type` at `name`
+/// seen on interface `interface`", for as long as the query is held.
+///
+/// `name` is in `.local.` (or a reverse name, RFC 6762 §4); the proxy maps zone names to
+/// these and back. `type` may be ANY.
+public struct MDNSQuestion: Hashable, Sendable, CustomStringConvertible {
+    public var interface: String
+    public var name: DNSName
+    public var type: RRType
+
+    public init(interface: String, name: DNSName, type: RRType) {
+        self.interface = interface
+        self.name = name
+        self.type = type
+    }
+
+    public var description: String { "\(name) \(type) on \(interface)" }
+}
+
+/// A record as mDNS delivered it: raw RDATA, class with the cache-flush bit masked.
+/// avahi does not expose TTLs; callers apply their own (RFC 8766 §5.5.1 caps unicast at 10 s).
+public struct MDNSRecord: Hashable, Sendable {
+    public var name: DNSName
+    public var type: RRType
+    public var rrClass: RRClass
+    public var rdata: [UInt8]
+
+    public init(name: DNSName, type: RRType, rrClass: RRClass = .in, rdata: [UInt8]) {
+        self.name = name
+        self.type = type
+        self.rrClass = rrClass
+        self.rdata = rdata
+    }
+}
+
+public enum MDNSEvent: Hashable, Sendable {
+    /// A record appeared (or was re-announced).
+    case added(MDNSRecord)
+    /// A record went away (goodbye, TTL expiry, cache flush).
+    case removed(MDNSRecord)
+    /// The daemon has delivered everything it had cached; more may follow from the network.
+    case allForNow
+    /// The query broke (for example avahi-daemon went away). The backend re-creates it when
+    /// it can and then delivers `.restarted` followed by fresh `.added` events; holders must
+    /// drop what they had when they see `.restarted`.
+    case failed(String)
+    case restarted
+}
+
+/// A held mDNS query. Cancelling releases the underlying avahi object; no events are delivered
+/// after `cancel()` returns. Cancelling twice is harmless.
+public protocol MDNSQueryHandle: AnyObject, Sendable {
+    func cancel()
+}
+
+/// The mDNS side as the proxy sees it. Implementations: `AvahiBackend` (libavahi-client over
+/// D-Bus), and a scripted in-memory backend in the tests.
+///
+/// Threading contract: `handler` is called on a backend thread, serially per query, and must
+/// not call back into the backend synchronously (avahi's poll lock is held during callbacks).
+public protocol MDNSBackend: AnyObject, Sendable {
+    /// Starts a continuous query. Throws when the interface is unknown or the backend refuses
+    /// (object budget exhausted).
+    func startQuery(
+        _ question: MDNSQuestion,
+        handler: @escaping @Sendable (MDNSEvent) -> Void
+    ) throws(MDNSError) -> any MDNSQueryHandle
+
+    /// Current connection state, for health reporting and logs.
+    var state: MDNSBackendState { get }
+}
+
+public enum MDNSBackendState: String, Sendable {
+    case connecting
+    case running
+    case failed
+}
+
+public enum MDNSError: Error, Equatable, Sendable, CustomStringConvertible {
+    case unknownInterface(String)
+    case budgetExhausted(limit: Int)
+    case daemon(String)
+
+    public var description: String {
+        switch self {
+        case .unknownInterface(let name): return "unknown network interface \"\(name)\""
+        case .budgetExhausted(let limit): return "mDNS query budget of \(limit) objects exhausted"
+        case .daemon(let message): return "avahi-daemon: \(message)"
+        }
+    }
+}
