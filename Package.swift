@@ -45,7 +45,6 @@ let package = Package(
         .target(
             name: "DNSServer",
             dependencies: [
-                "DNSWire", "DiscoveryProxy",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOExtras", package: "swift-nio-extras"),
@@ -83,7 +82,7 @@ let package = Package(
         .testTarget(
             name: "DNSServerTests",
             dependencies: [
-                "DNSServer", "DiscoveryProxy", "DNSWire", "ProxyApp",
+                "DNSServer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,0 +1,40 @@
+/// The transport a query arrived on; decides the size limit of the answer.
+public enum DNSTransport: String, Sendable {
+    case udp
+    case tcp
+}
+
+/// Who sent a query, for ACLs, rate limits and logs.
+public struct DNSClient: Sendable, CustomStringConvertible {
+    /// Address bytes: 4 for IPv4, 16 for IPv6 (IPv4-mapped IPv6 is unmapped to 4).
+    public var address: [UInt8]
+    public var port: Int
+    public var transport: DNSTransport
+
+    public init(address: [UInt8], port: Int, transport: DNSTransport) {
+        self.address = address
+        self.port = port
+        self.transport = transport
+    }
+
+    public var description: String {
+        if address.count == 4 {
+            return address.map(String.init).joined(separator: ".") + ":\(port)/\(transport.rawValue)"
+        }
+        var groups: [String] = []
+        for i in stride(from: 0, to: address.count - 1, by: 2) {
+            groups.append(String(UInt16(address[i]) << 8 | UInt16(address[i + 1]), radix: 16))
+        }
+        return "[" + groups.joined(separator: ":") + "]:\(port)/\(transport.rawValue)"
+    }
+}
+
+/// What the network front ends hand queries to. The servers only move bytes: decoding,
+/// answering and encoding (within the transport's size limit) are the responder's job.
+public protocol DNSResponder: Sendable {
+    /// Answers one query message (without the TCP length prefix). `respond` must be called
+    /// exactly once, either before `handle` returns (a cache hit) or later from any thread
+    /// (an mDNS miss): with the encoded answer, or with nil to send nothing (for example a
+    /// query too short to hold a DNS header).
+    func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void)
+}
