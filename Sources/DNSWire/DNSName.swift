@@ -131,6 +131,9 @@ public struct DNSName: Sendable, CustomStringConvertible {
         labels.isEmpty ? self : DNSName(uncheckedLabels: Array(labels.dropFirst()))
     }
 
+    /// ASCII case-insensitive label comparison (RFC 1035 §2.3.3; RFC 6763 §7.1 subtypes).
+    public static func labelsEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool { labelEqual(a, b) }
+
     static func labelEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
         for i in 0..<a.count where asciiLower(a[i]) != asciiLower(b[i]) {
