@@ -1,0 +1,341 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Logging
+import NIOCore
+import NIOExtras
+import NIOPosix
+import ServiceLifecycle
+import Synchronization
+
+/// A socket the server listens on.
+public struct DNSServerBoundAddress: Sendable, Hashable, CustomStringConvertible {
+    public var transport: DNSTransport
+    public var address: SocketAddress
+
+    public init(transport: DNSTransport, address: SocketAddress) {
+        self.transport = transport
+        self.address = address
+    }
+
+    public var port: Int { self.address.port ?? 0 }
+
+    public var description: String {
+        let host = self.address.ipAddress ?? "?"
+        let hostPort = host.contains(":") ? "[\(host)]:\(self.port)" : "\(host):\(self.port)"
+        return "\(hostPort)/\(self.transport.rawValue)"
+    }
+}
+
+/// The DNS front ends as one service: a UDP socket and a TCP listener on every configured
+/// address, answering through a `DNSResponder`.
+///
+/// `run()` binds (throwing `DNSServerError` naming the address and errno text on failure),
+/// reports the bound sockets through `onBound` and `boundAddresses`, serves until graceful
+/// shutdown, cancellation or `shutdown()`, then stops accepting, lets answers in flight finish
+/// for up to `shutdownGracePeriod` and closes everything.
+public final class DNSServer: Service, Sendable {
+    private enum RunState {
+        case initial
+        case running(stop: AsyncStream<Never>.Continuation)
+        case finished
+    }
+
+    public let configuration: DNSServerConfiguration
+    private let responder: any DNSResponder
+    private let eventLoopGroup: any EventLoopGroup
+    private let logger: Logger
+    private let onBound: (@Sendable ([DNSServerBoundAddress]) -> Void)?
+
+    private let counters = DNSServerCounters()
+    private let registry: TCPConnectionRegistry
+    private let udpDrain = UDPDrainState()
+    private let runState = Mutex(RunState.initial)
+    private let bound = Mutex<[DNSServerBoundAddress]>([])
+
+    /// - Parameters:
+    ///   - onBound: called once from `run()` when every socket is bound, before serving; with
+    ///     port 0 in the configuration this is how the chosen ports are learnt.
+    public init(
+        configuration: DNSServerConfiguration = DNSServerConfiguration(),
+        responder: any DNSResponder,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "dns.server"),
+        onBound: (@Sendable ([DNSServerBoundAddress]) -> Void)? = nil
+    ) {
+        self.configuration = configuration
+        self.responder = responder
+        self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
+        self.onBound = onBound
+        self.registry = TCPConnectionRegistry(
+            maxTotal: configuration.maxTCPConnections,
+            maxPerClient: configuration.maxTCPConnectionsPerClient
+        )
+    }
+
+    /// The sockets bound by `run()`, UDP and TCP for each listen address; empty before.
+    public var boundAddresses: [DNSServerBoundAddress] {
+        self.bound.withLock { $0 }
+    }
+
+    /// The counters so far.
+    public func stats() -> DNSServerStats {
+        self.counters.snapshot()
+    }
+
+    /// Starts the same graceful shutdown as ServiceLifecycle's, for use outside a ServiceGroup.
+    public func shutdown() {
+        let stop: AsyncStream<Never>.Continuation? = self.runState.withLock { state in
+            switch state {
+            case .running(let stop): return stop
+            case .initial:
+                state = .finished
+                return nil
+            case .finished: return nil
+            }
+        }
+        stop?.finish()
+    }
+
+    public func run() async throws {
+        let (stopSignal, stop) = AsyncStream<Never>.makeStream()
+        let start: Bool = try self.runState.withLock { state in
+            switch state {
+            case .initial:
+                state = .running(stop: stop)
+                return true
+            case .running:
+                throw DNSServerError(code: .alreadyRunning, address: "run() called twice", reason: "")
+            case .finished:
+                return false  // shut down before it started, or already ran
+            }
+        }
+        guard start else { return }
+
+        let listeners: Listeners
+        do {
+            listeners = try await self.bindAll()
+        } catch {
+            self.runState.withLock { $0 = .finished }
+            throw error
+        }
+        let addresses = listeners.bound
+        self.bound.withLock { $0 = addresses }
+        for address in addresses {
+            self.logger.info("DNS server listening", metadata: ["dns.listen": "\(address)"])
+        }
+        self.onBound?(addresses)
+
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                for await _ in stopSignal {}
+            } onGracefulShutdown: {
+                stop.finish()
+            }
+        } onCancel: {
+            stop.finish()
+        }
+
+        self.logger.debug("DNS server shutting down")
+        await self.drainAndClose(listeners, immediately: Task.isCancelled)
+        self.runState.withLock { $0 = .finished }
+        self.logger.debug("DNS server stopped")
+    }
+
+    // MARK: binding
+
+    private struct Listeners {
+        var udp: [any Channel] = []
+        var tcp: [any Channel] = []
+        var bound: [DNSServerBoundAddress] = []
+
+        func closeAll() async {
+            for channel in self.udp + self.tcp {
+                try? await channel.close()
+            }
+        }
+    }
+
+    private func bindAll() async throws -> Listeners {
+        var listeners = Listeners()
+        do {
+            for listen in self.configuration.listenAddresses {
+                let (udp, tcp) = try await self.bind(listen)
+                listeners.udp.append(udp)
+                listeners.tcp.append(tcp)
+                for (transport, channel) in [(DNSTransport.udp, udp), (.tcp, tcp)] {
+                    if let local = channel.localAddress {
+                        listeners.bound.append(DNSServerBoundAddress(transport: transport, address: local))
+                    }
+                }
+            }
+        } catch {
+            await listeners.closeAll()
+            throw error
+        }
+        return listeners
+    }
+
+    /// Binds UDP, then TCP on the same port (UDP's chosen port when the configured one is 0).
+    private func bind(
+        _ listen: DNSServerConfiguration.ListenAddress
+    ) async throws -> (udp: any Channel, tcp: any Channel) {
+        let address: SocketAddress
+        do {
+            address = try SocketAddress(ipAddress: listen.host, port: listen.port)
+        } catch {
+            throw DNSServerError(code: .invalidListenAddress, address: "\(listen)", reason: "not a numeric IP address")
+        }
+        var attempt = 0
+        while true {
+            attempt += 1
+            let udp: any Channel
+            do {
+                udp = try await self.bindUDP(address)
+            } catch {
+                throw Self.listenError(error, address: "\(listen)/udp")
+            }
+            let port = udp.localAddress?.port ?? listen.port
+            let tcpAddress = try SocketAddress(ipAddress: listen.host, port: port)
+            do {
+                let tcp = try await self.bindTCP(tcpAddress)
+                return (udp, tcp)
+            } catch {
+                try? await udp.close()
+                if listen.port == 0, attempt < 8, let io = error as? IOError, io.errnoCode == EADDRINUSE {
+                    continue  // the port UDP got is taken for TCP: try another one
+                }
+                let shown = DNSServerConfiguration.ListenAddress(host: listen.host, port: port)
+                throw Self.listenError(error, address: "\(shown)/tcp")
+            }
+        }
+    }
+
+    private static func listenError(_ error: any Error, address: String) -> DNSServerError {
+        let reason: String
+        if let io = error as? IOError {
+            reason = String(cString: strerror(io.errnoCode))
+        } else {
+            reason = "\(error)"
+        }
+        return DNSServerError(code: .cannotListen, address: address, reason: reason)
+    }
+
+    private static func isIPv6(_ address: SocketAddress) -> Bool {
+        if case .v6 = address { return true }
+        return false
+    }
+
+    private func bindUDP(_ address: SocketAddress) async throws -> any Channel {
+        let config = self.configuration
+        let slots = max(1, config.udpReceiveBufferSlots)
+        // One byte more than accepted, so that a datagram filling its slot is known to be too large.
+        let slotSize = max(512, config.maxUDPDatagramSize) + 1
+        let responder = self.responder
+        let counters = self.counters
+        let drain = self.udpDrain
+        let logger = self.logger
+        // No SO_REUSEADDR for UDP: on Linux it lets a second server bind the same port silently.
+        var bootstrap = DatagramBootstrap(group: self.eventLoopGroup)
+            .channelOption(.datagramVectorReadMessageCount, value: slots)
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: slots * slotSize))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        UDPDNSHandler(
+                            responder: responder,
+                            counters: counters,
+                            drain: drain,
+                            maxDatagramSize: max(512, config.maxUDPDatagramSize),
+                            logger: logger
+                        )
+                    )
+                }
+            }
+        if Self.isIPv6(address) {
+            bootstrap = bootstrap.channelOption(Self.ipv6Only, value: 1)
+        }
+        return try await bootstrap.bind(to: address).get()
+    }
+
+    private static let ipv6Only = ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only)
+
+    private func bindTCP(_ address: SocketAddress) async throws -> any Channel {
+        let responder = self.responder
+        let counters = self.counters
+        let registry = self.registry
+        let config = self.configuration
+        let logger = self.logger
+        var bootstrap = ServerBootstrap(group: self.eventLoopGroup)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try Self.addTCPHandlers(
+                        to: channel.pipeline.syncOperations,
+                        responder: responder,
+                        counters: counters,
+                        registry: registry,
+                        configuration: config,
+                        logger: logger
+                    )
+                }
+            }
+        if Self.isIPv6(address) {
+            bootstrap = bootstrap.serverChannelOption(Self.ipv6Only, value: 1)
+        }
+        return try await bootstrap.bind(to: address).get()
+    }
+
+    /// The per-connection pipeline: 2-byte length framing both ways, then the DNS handler.
+    static func addTCPHandlers(
+        to pipeline: ChannelPipeline.SynchronousOperations,
+        responder: any DNSResponder,
+        counters: DNSServerCounters,
+        registry: TCPConnectionRegistry,
+        configuration: DNSServerConfiguration,
+        logger: Logger = Logger(label: "dns.server")
+    ) throws {
+        try pipeline.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes)))
+        try pipeline.addHandler(LengthFieldPrepender(lengthFieldBitLength: .twoBytes))
+        try pipeline.addHandler(
+            TCPDNSHandler(
+                responder: responder,
+                counters: counters,
+                registry: registry,
+                idleTimeout: TimeAmount(configuration.tcpIdleTimeout),
+                maxInFlight: configuration.maxInFlightPerConnection,
+                logger: logger
+            )
+        )
+    }
+
+    // MARK: shutdown
+
+    private func drainAndClose(_ listeners: Listeners, immediately: Bool) async {
+        // Stop accepting, ask connections to answer what they have, drop new datagrams.
+        for channel in listeners.tcp {
+            try? await channel.close()
+        }
+        self.udpDrain.startDraining()
+        self.registry.quiesceAll()
+        if !immediately {
+            let deadline = ContinuousClock.now + self.configuration.shutdownGracePeriod
+            while self.udpDrain.queriesInFlight > 0 || self.registry.count > 0,
+                ContinuousClock.now < deadline, !Task.isCancelled
+            {
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        for channel in listeners.udp {
+            try? await channel.close()
+        }
+        await self.registry.closeAll()
+    }
+}

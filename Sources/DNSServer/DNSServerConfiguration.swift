@@ -1,0 +1,50 @@
+/// Where and how the DNS front ends listen. Every listen address gets a UDP socket and a TCP
+/// listener on the same port.
+public struct DNSServerConfiguration: Sendable {
+    /// A numeric IP address (no host names) and a port. Port 0 picks a free port, the same one
+    /// for UDP and TCP; `DNSServer.boundAddresses` tells which.
+    public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
+        public var description: String {
+            self.host.contains(":") ? "[\(self.host)]:\(self.port)" : "\(self.host):\(self.port)"
+        }
+    }
+
+    /// Defaults to the IPv4 and IPv6 wildcards on port 53. IPv6 sockets are v6-only, so both bind.
+    public var listenAddresses: [ListenAddress] = [
+        ListenAddress(host: "0.0.0.0", port: 53),
+        ListenAddress(host: "::", port: 53),
+    ]
+
+    /// RFC 7766 §6.2.3: a TCP connection with no query in flight is closed this long after the last
+    /// complete message received or answer sent. Partial messages do not reset it.
+    public var tcpIdleTimeout: Duration = .seconds(10)
+    /// Connections over this limit are accepted and closed at once (RFC 7766 §6.2.2, §10).
+    public var maxTCPConnections: Int = 1024
+    /// Per client IP address.
+    public var maxTCPConnectionsPerClient: Int = 64
+    /// Queries being answered at once on one TCP connection; beyond it the server stops reading
+    /// from that connection until some are answered (backpressure, not a close).
+    public var maxInFlightPerConnection: Int = 64
+
+    /// Datagrams read per recvmmsg(2) call (Linux); each gets a slot of `maxUDPDatagramSize + 1` bytes.
+    public var udpReceiveBufferSlots: Int = 32
+    /// Larger datagrams are dropped and counted as malformed. EDNS allows queries up to 4096 bytes.
+    public var maxUDPDatagramSize: Int = 4096 + 512
+
+    /// On graceful shutdown, how long answers still in flight may take before every socket is closed.
+    public var shutdownGracePeriod: Duration = .seconds(2)
+
+    public init() {}
+
+    public init(listenAddresses: [ListenAddress]) {
+        self.listenAddresses = listenAddresses
+    }
+}

@@ -1,0 +1,360 @@
+import Logging
+import NIOCore
+import NIOExtras
+
+/// One DNS-over-TCP connection (RFC 7766), placed after
+/// `ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes))` and
+/// `LengthFieldPrepender(lengthFieldBitLength: .twoBytes)`: it reads whole messages and writes
+/// whole answers.
+///
+/// - Every query is handed to the responder as soon as it is read, up to
+///   `maxInFlightPerConnection` at once; answers are written in the order they complete.
+///   At the cap, queries already read wait here and the handler holds back `read()`.
+/// - The idle timer runs only while no query is in flight, from the last complete message or
+///   answer; partial messages do not reset it (§6.2.3). A zero-length message is dropped.
+/// - After the client's half-close (or a graceful shutdown) the connection answers what it
+///   has and then closes. Nothing is written once the channel is closing or closed (§6.2.4).
+final class TCPDNSHandler: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = Never
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private enum State {
+        /// Not active yet.
+        case initial
+        /// Reading and answering.
+        case open
+        /// No more input (client half-close or server shutdown): answer what is left, then close.
+        case draining(TCPCloseReason)
+        /// `close` was called; nothing more is written.
+        case closing
+        case closed
+    }
+
+    private let responder: any DNSResponder
+    private let counters: DNSServerCounters
+    private let registry: TCPConnectionRegistry
+    private let idleTimeout: TimeAmount
+    private let maxInFlight: Int
+    private var logger: Logger
+
+    private var state = State.initial
+    private var closeReason: TCPCloseReason?
+    private var admitted = false
+    private var client = DNSClient(address: [], port: 0, transport: .tcp)
+
+    /// Queries read but not yet handed to the responder (only when at the in-flight cap).
+    private var waiting = CircularBuffer<[UInt8]>()
+    /// IDs of queries handed to the responder and not answered yet.
+    private var inFlight = Set<UInt64>()
+    private var nextQueryID: UInt64 = 0
+    private var dispatching = false
+
+    private var readHeld = false
+    private var inReadBurst = false
+    private var needsFlush = false
+    private var lastWrite: EventLoopFuture<Void>?
+
+    private var idleTimer: Scheduled<Void>?
+    private var idleGeneration: UInt64 = 0
+
+    private var loopBound: NIOLoopBound<(TCPDNSHandler, ChannelHandlerContext)>?
+
+    init(
+        responder: any DNSResponder,
+        counters: DNSServerCounters,
+        registry: TCPConnectionRegistry,
+        idleTimeout: TimeAmount,
+        maxInFlight: Int,
+        logger: Logger
+    ) {
+        self.responder = responder
+        self.counters = counters
+        self.registry = registry
+        self.idleTimeout = idleTimeout
+        self.maxInFlight = max(1, maxInFlight)
+        self.logger = logger
+    }
+
+    private var hasOutstandingQueries: Bool {
+        !self.inFlight.isEmpty || !self.waiting.isEmpty
+    }
+
+    private var isWritable: Bool {
+        switch self.state {
+        case .open, .draining: return true
+        case .initial, .closing, .closed: return false
+        }
+    }
+
+    // MARK: lifecycle
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive {
+            self.activate(context: context)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.cancelIdleTimer()
+        self.loopBound = nil
+        self.finish(context: context)
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        self.activate(context: context)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.finish(context: context)
+        context.fireChannelInactive()
+    }
+
+    private func activate(context: ChannelHandlerContext) {
+        guard case .initial = self.state else { return }
+        self.client = DNSClient(context.channel.remoteAddress, transport: .tcp)
+        self.logger[metadataKey: "dns.client"] = "\(self.client)"
+        self.loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+
+        let admission = self.registry.admit(context.channel, client: self.client.address)
+        self.counters.update { stats in
+            stats.tcpConnectionsAccepted += 1
+            if admission == .admitted { stats.tcpConnectionsOpen += 1 }
+        }
+        guard admission == .admitted else {
+            self.logger.debug("closing TCP connection over limit", metadata: ["dns.limit": "\(admission)"])
+            self.state = .open
+            self.close(context: context, reason: admission == .shuttingDown ? .shutdown : .limit)
+            return
+        }
+        self.admitted = true
+        self.state = .open
+        self.logger.debug("TCP connection accepted")
+        self.armIdleTimer(context: context)
+    }
+
+    /// Runs once when the channel goes inactive or the handler is removed.
+    private func finish(context: ChannelHandlerContext) {
+        if case .closed = self.state { return }
+        let wasInitial: Bool
+        if case .initial = self.state { wasInitial = true } else { wasInitial = false }
+        self.state = .closed
+        self.cancelIdleTimer()
+        self.waiting.removeAll()
+        self.inFlight.removeAll()
+        guard !wasInitial else { return }
+        let reason = self.closeReason ?? .client
+        if self.admitted {
+            self.registry.release(context.channel, client: self.client.address)
+        }
+        self.counters.connectionClosed(reason, wasOpen: self.admitted)
+        self.admitted = false
+        self.logger.debug("TCP connection closed", metadata: ["dns.reason": "\(reason.rawValue)"])
+    }
+
+    // MARK: inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = Self.unwrapInboundIn(data)
+        switch self.state {
+        case .open, .draining: break
+        case .initial, .closing, .closed: return
+        }
+        self.inReadBurst = true
+        guard frame.readableBytes > 0 else {
+            // A zero-length message: drop it, keep the connection. It does not reset the idle timer.
+            self.counters.update { $0.malformedDropped += 1 }
+            self.logger.debug("dropping zero-length TCP message")
+            return
+        }
+        self.counters.update { $0.tcpQueriesReceived += 1 }
+        self.cancelIdleTimer()
+        self.waiting.append(Array(frame.readableBytesView))
+        self.dispatchWaiting(context: context)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.inReadBurst = false
+        self.flushIfNeeded(context: context)
+        context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            self.logger.debug("TCP client closed its side")
+            self.startDraining(context: context, reason: .client)
+        } else if event is ChannelShouldQuiesceEvent {
+            self.startDraining(context: context, reason: .shutdown)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if error is NIOExtrasErrors.LeftOverBytesError {
+            // The client closed in the middle of a message; the close follows.
+            self.logger.debug("TCP client closed mid-message")
+            return
+        }
+        self.logger.debug("TCP connection error", metadata: ["error": "\(error)"])
+        self.close(context: context, reason: .error)
+    }
+
+    // MARK: outbound
+
+    func read(context: ChannelHandlerContext) {
+        switch self.state {
+        case .open where self.inFlight.count < self.maxInFlight && self.waiting.isEmpty:
+            context.read()
+        case .initial:
+            context.read()
+        case .open, .draining, .closing, .closed:
+            // At the in-flight cap, or no more queries wanted: read later (or never).
+            self.readHeld = true
+        }
+    }
+
+    // MARK: queries and answers
+
+    private func dispatchWaiting(context: ChannelHandlerContext) {
+        guard !self.dispatching else { return }
+        self.dispatching = true
+        while self.isWritable, self.inFlight.count < self.maxInFlight, let query = self.waiting.popFirst() {
+            let id = self.nextQueryID
+            self.nextQueryID &+= 1
+            self.inFlight.insert(id)
+            self.responder.handle(query: query, from: self.client, respond: self.makeRespond(id: id, context: context))
+        }
+        self.dispatching = false
+        self.afterProgress(context: context)
+    }
+
+    private func makeRespond(id: UInt64, context: ChannelHandlerContext) -> @Sendable ([UInt8]?) -> Void {
+        guard let loopBound = self.loopBound else { return { _ in } }
+        let eventLoop = context.eventLoop
+        return { answer in
+            if eventLoop.inEventLoop {
+                let (handler, context) = loopBound.value
+                handler.answered(id: id, answer: answer, context: context)
+            } else {
+                eventLoop.execute {
+                    let (handler, context) = loopBound.value
+                    handler.answered(id: id, answer: answer, context: context)
+                }
+            }
+        }
+    }
+
+    private func answered(id: UInt64, answer: [UInt8]?, context: ChannelHandlerContext) {
+        guard self.inFlight.remove(id) != nil else { return }  // late, duplicate, or connection gone
+        if let answer {
+            if answer.count > Int(UInt16.max) {
+                self.counters.update { $0.malformedDropped += 1 }
+                self.logger.debug("dropping TCP answer too large to frame", metadata: ["dns.size": "\(answer.count)"])
+            } else if self.isWritable, context.channel.isActive {
+                let buffer = context.channel.allocator.buffer(bytes: answer)
+                let promise = context.eventLoop.makePromise(of: Void.self)
+                context.write(Self.wrapOutboundOut(buffer), promise: promise)
+                self.lastWrite = promise.futureResult
+                self.needsFlush = true
+                if !self.inReadBurst {
+                    self.flushIfNeeded(context: context)
+                }
+                self.counters.update { $0.tcpAnswersSent += 1 }
+            }
+        } else {
+            self.counters.update { $0.queriesUnanswered += 1 }
+        }
+        if !self.hasOutstandingQueries, case .open = self.state {
+            self.armIdleTimer(context: context)
+        }
+        self.dispatchWaiting(context: context)
+    }
+
+    /// After queries were dispatched or answered: close a draining connection that is done,
+    /// resume reading below the cap.
+    private func afterProgress(context: ChannelHandlerContext) {
+        switch self.state {
+        case .draining(let reason):
+            if !self.hasOutstandingQueries {
+                self.close(context: context, reason: reason)
+            }
+        case .open:
+            if self.readHeld, self.inFlight.count < self.maxInFlight, self.waiting.isEmpty {
+                self.readHeld = false
+                context.read()
+            }
+        case .initial, .closing, .closed:
+            break
+        }
+    }
+
+    private func startDraining(context: ChannelHandlerContext, reason: TCPCloseReason) {
+        switch self.state {
+        case .open:
+            self.state = .draining(reason)
+            self.cancelIdleTimer()
+            self.afterProgress(context: context)
+        case .initial:
+            self.closeReason = reason
+        case .draining, .closing, .closed:
+            break
+        }
+    }
+
+    private func flushIfNeeded(context: ChannelHandlerContext) {
+        if self.needsFlush {
+            self.needsFlush = false
+            context.flush()
+        }
+    }
+
+    private func close(context: ChannelHandlerContext, reason: TCPCloseReason) {
+        switch self.state {
+        case .open, .draining: break
+        case .initial, .closing, .closed: return
+        }
+        self.state = .closing
+        self.closeReason = reason
+        self.cancelIdleTimer()
+        self.waiting.removeAll()
+        self.flushIfNeeded(context: context)
+        if let lastWrite = self.lastWrite, let loopBound = self.loopBound {
+            // Let the last answers reach the socket before closing it.
+            lastWrite.whenComplete { _ in
+                loopBound.value.1.close(promise: nil)
+            }
+        } else {
+            context.close(promise: nil)
+        }
+    }
+
+    // MARK: idle timer
+
+    private func armIdleTimer(context: ChannelHandlerContext) {
+        self.cancelIdleTimer()
+        self.idleGeneration &+= 1
+        let generation = self.idleGeneration
+        self.idleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: self.idleTimeout) {
+            self.idleTimerFired(generation: generation, context: context)
+        }
+    }
+
+    private func cancelIdleTimer() {
+        self.idleGeneration &+= 1
+        self.idleTimer?.cancel()
+        self.idleTimer = nil
+    }
+
+    private func idleTimerFired(generation: UInt64, context: ChannelHandlerContext) {
+        guard generation == self.idleGeneration, case .open = self.state, !self.hasOutstandingQueries else { return }
+        self.idleTimer = nil
+        self.logger.debug("closing idle TCP connection")
+        self.close(context: context, reason: .idle)
+    }
+}
+
+@available(*, unavailable)
+extension TCPDNSHandler: Sendable {}
