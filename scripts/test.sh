@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Run every test: build, Swift unit tests, then the namespace integration suite.
+# Needs root (network namespaces, avahi-daemon, tcpdump). Usage: sudo bash scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "scripts/test.sh must run as root (network namespaces)" >&2
+    exit 1
+fi
+
+# Debian packages the build and the tests need; installed only when missing.
+DEPS=(libldns-dev libavahi-client-dev avahi-daemon avahi-utils dbus dnsutils
+      python3-dnspython python3-zeroconf python3-pytest iproute2 nftables tcpdump
+      pkg-config procps util-linux)
+missing=()
+for p in "${DEPS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "installing missing packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y --no-install-recommends "${missing[@]}" ||
+        { apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"; }
+fi
+
+echo "=== swift build"
+swift build
+echo "=== swift test"
+unit_rc=0
+swift test || unit_rc=$?
+echo "=== integration tests"
+export DISCOVERY_PROXY_BIN="${DISCOVERY_PROXY_BIN:-.build/debug/discovery-proxy}"
+# Debian's python3 has dnspython/zeroconf/pytest; a pyenv python3 on PATH does not.
+it_rc=0
+/usr/bin/python3 -m pytest -v -rfE -p no:cacheprovider Tests/integration "$@" || it_rc=$?
+if [ "$unit_rc" -ne 0 ] || [ "$it_rc" -ne 0 ]; then
+    echo "FAILED: swift test exit $unit_rc, integration tests exit $it_rc" >&2
+    exit 1
+fi
+echo "all tests passed"
