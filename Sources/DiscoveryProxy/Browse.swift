@@ -1,0 +1,60 @@
+import DNSWire
+import MDNS
+
+/// Identifies one shared mDNS query: every unicast query for the same name and type on the
+/// same link uses the same browse (and the same avahi object).
+struct BrowseKey: Hashable, Sendable, CustomStringConvertible {
+    var interface: String
+    var name: DNSName
+    var type: RRType
+
+    var question: MDNSQuestion { MDNSQuestion(interface: interface, name: name, type: type) }
+    var description: String { "\(name) \(type) on \(interface)" }
+}
+
+/// A record as the proxy keeps it: the mDNS original plus its translated RDATA, computed once
+/// when it arrives rather than per answer.
+struct CachedRecord: Sendable {
+    /// Arrival order, so answers list instances stably.
+    var order: Int
+    var type: RRType
+    /// The mDNS owner name (in `.local.`), for additional-record owners.
+    var localName: DNSName
+    /// RDATA with `.local` names rewritten into the link zone; nil when suppressed
+    /// (link-local address, RFC 8766 §5.5.2) or undecodable.
+    var rdata: RData?
+    /// For PTR and SRV: the `.local` name the RDATA points at, to find additional records.
+    var localTarget: DNSName?
+}
+
+/// A query waiting for mDNS (a cache miss).
+struct Waiter: Sendable {
+    var id: Int
+    var query: Message
+    var plan: MDNSPlan
+    var limit: Int
+    var deadline: Duration
+    var respond: @Sendable ([UInt8]?) -> Void
+}
+
+/// One live mDNS query and what it has found so far: the cache entry of the proxy.
+struct Browse: Sendable {
+    var generation: Int
+    var records: [MDNSRecord: CachedRecord] = [:]
+    var nextOrder = 0
+    /// When the mDNS query began (or will begin, when rate-limited); a browse older than the
+    /// negative timeout with no records is a known negative.
+    var startedAt: Duration
+    var lastUsed: Duration
+    var handle: (any MDNSQueryHandle)?
+    var waiters: [Waiter] = []
+    /// A collection-window flush is scheduled.
+    var flushArmed = false
+
+    /// Whether a query can be answered from this browse now (a cache hit, RFC 8766 §5.6).
+    func isEstablished(now: Duration, negativeTimeout: Duration) -> Bool {
+        !records.isEmpty || now - startedAt >= negativeTimeout
+    }
+
+    var orderedRecords: [CachedRecord] { records.values.sorted { $0.order < $1.order } }
+}

@@ -1,0 +1,166 @@
+import DNSWire
+
+/// What a query needs, decided from the question alone (no state, no I/O).
+public enum QueryPlan: Equatable, Sendable {
+    /// Outside every zone, or a class we do not serve: REFUSED, no recursion, no multicast.
+    case refused
+    /// Answered at once from configuration: apex SOA/NS, negatives for metadata names and
+    /// delegation types below the apex, domain enumeration (RFC 8766 §6).
+    case immediate(zone: DNSName, answers: [ResourceRecord])
+    /// Answered from mDNS on one link (RFC 8766 §5.1, §5.4).
+    case mdns(MDNSPlan)
+}
+
+public struct MDNSPlan: Hashable, Sendable {
+    public var link: Link
+    /// The zone the query fell in (forward link zone or a reverse zone); negative answers
+    /// carry its SOA.
+    public var zone: DNSName
+    /// The mDNS name asked on the link: the zone suffix replaced by `local.`, or the reverse
+    /// name unchanged (§5.4).
+    public var localName: DNSName
+    public var type: RRType
+}
+
+/// Routes questions to zones: each link's forward zone and the reverse zones of its subnets.
+/// Like a DNS server's catalog, the longest matching origin wins.
+public struct Catalog: Sendable {
+    public let configuration: ProxyConfiguration
+    private let zones: [(origin: DNSName, link: Link, isReverse: Bool)]
+
+    public static let local = try! DNSName("local.")
+
+    public init(configuration: ProxyConfiguration) {
+        self.configuration = configuration
+        var zones: [(DNSName, Link, Bool)] = []
+        for link in configuration.links {
+            zones.append((link.zone, link, false))
+            for subnet in link.subnets where !subnet.isLinkLocal {
+                let origin = subnet.reverseZone
+                if !zones.contains(where: { $0.0 == origin }) { zones.append((origin, link, true)) }
+            }
+        }
+        // Longest origin first, so the most specific zone wins.
+        self.zones = zones.sorted { $0.0.labels.count > $1.0.labels.count }
+    }
+
+    /// The browse domains offered by `b`/`lb` domain enumeration: every link zone.
+    public var browseDomains: [DNSName] { configuration.links.map(\.zone) }
+
+    public func zone(containing name: DNSName) -> (origin: DNSName, link: Link, isReverse: Bool)? {
+        zones.first { name.isSubdomain(of: $0.origin) }
+    }
+
+    public func plan(_ question: Question) -> QueryPlan {
+        guard question.qclass == .in || question.qclass == .any else { return .refused }
+        guard let (origin, link, isReverse) = zone(containing: question.name) else { return .refused }
+        let relative = question.name.labels(before: origin) ?? []
+        let records = ZoneRecords(origin: origin, configuration: configuration)
+
+        // The apex is answered at once (§6.3): SOA, NS, nothing else exists there.
+        if relative.isEmpty {
+            switch question.type {
+            case .soa: return .immediate(zone: origin, answers: [records.soa])
+            case .ns: return .immediate(zone: origin, answers: [records.ns])
+            case .any: return .immediate(zone: origin, answers: [records.soa, records.ns])
+            default: return .immediate(zone: origin, answers: [])
+            }
+        }
+        // Delegation records below the apex get an immediate negative (§6.3); so do DNSSEC
+        // types, since these zones are not signed.
+        switch question.type {
+        case .soa, .ns, .ds, .rrsig, .nsec, .nsec3, RRType(48), RRType(51):
+            return .immediate(zone: origin, answers: [])
+        default: break
+        }
+        if let enumeration = Self.enumerationLabel(relative) {
+            return .immediate(zone: origin, answers: domainEnumeration(enumeration, question: question, link: link,
+                origin: origin, isReverse: isReverse, relative: relative))
+        }
+        if Self.isMetadataName(relative) { return .immediate(zone: origin, answers: []) }
+
+        let localName: DNSName
+        if isReverse {
+            localName = question.name  // §5.4: reverse queries go to mDNS unchanged.
+        } else {
+            guard let mapped = try? DNSName(labels: relative + Catalog.local.labels) else {
+                return .immediate(zone: origin, answers: [])
+            }
+            localName = mapped
+        }
+        return .mdns(MDNSPlan(link: link, zone: origin, localName: localName, type: question.type))
+    }
+
+    /// `b`, `db`, `lb`, `r`, `dr` followed by `_dns-sd._udp` (RFC 6763 §11).
+    private static func enumerationLabel(_ relative: [[UInt8]]) -> String? {
+        guard relative.count >= 3 else { return nil }
+        guard DNSName.labelsEqual(relative[1], Array("_dns-sd".utf8)),
+            DNSName.labelsEqual(relative[2], Array("_udp".utf8))
+        else { return nil }
+        let first = String(decoding: relative[0], as: UTF8.self).lowercased()
+        return ["b", "db", "lb", "r", "dr"].contains(first) ? first : nil
+    }
+
+    /// `_dns-update*`, `_dns-push-tls`, `_dns-llq*` SRV names at the apex (§6.4): answered
+    /// negatively at once (no update, no LLQ, and no Push yet).
+    private static func isMetadataName(_ relative: [[UInt8]]) -> Bool {
+        guard relative.count == 2 else { return false }
+        let service = String(decoding: relative[0], as: UTF8.self).lowercased()
+        let proto = String(decoding: relative[1], as: UTF8.self).lowercased()
+        switch (service, proto) {
+        case ("_dns-update", "_udp"), ("_dns-update", "_tcp"), ("_dns-update-tls", "_tcp"),
+            ("_dns-push-tls", "_tcp"), ("_dns-llq", "_udp"), ("_dns-llq", "_tcp"), ("_dns-llq-tls", "_tcp"):
+            return true
+        default:
+            return false
+        }
+    }
+
+    private func domainEnumeration(
+        _ label: String, question: Question, link: Link, origin: DNSName, isReverse: Bool, relative: [[UInt8]]
+    ) -> [ResourceRecord] {
+        guard question.type == .ptr || question.type == .any else { return [] }
+        if isReverse {
+            // Only `<b|db|lb>._dns-sd._udp.<subnet base reversed>` exists; other names under
+            // the reverse zone with these labels are empty, and never asked of mDNS (§6.5).
+            let parent = question.name.parent.parent.parent
+            guard link.subnets.contains(where: { $0.enumerationDomain == parent }) else { return [] }
+        } else if relative.count != 3 {
+            return []
+        }
+        let targets: [DNSName]
+        switch label {
+        case "b", "lb": targets = browseDomains
+        case "db": targets = [link.zone]  // must be one of the `b` domains (RFC 8766 §5.2.1)
+        default: targets = []  // r/dr: registration is impossible here
+        }
+        return targets.map {
+            ResourceRecord(name: question.name, type: .ptr, ttl: configuration.ttlCap, rdata: .ptr($0))
+        }
+    }
+}
+
+/// The administrative records of a zone (RFC 8766 §6.1, §6.2).
+public struct ZoneRecords: Sendable {
+    public let origin: DNSName
+    let configuration: ProxyConfiguration
+
+    public init(origin: DNSName, configuration: ProxyConfiguration) {
+        self.origin = origin
+        self.configuration = configuration
+    }
+
+    /// SERIAL 0 (M), REFRESH 7200, RETRY 3600, EXPIRE 86400, MINIMUM 10; TTL ≤ 10 so the
+    /// negative-caching time is 10 s (RFC 2308 §5).
+    public var soa: ResourceRecord {
+        let rname = configuration.hostmaster ?? ((try? origin.prepending([Array("hostmaster".utf8)])) ?? origin)
+        let soa = RData.SOA(
+            mname: configuration.serverName, rname: rname, serial: 0, refresh: 7200, retry: 3600, expire: 86400,
+            minimum: min(10, configuration.ttlCap))
+        return ResourceRecord(name: origin, type: .soa, ttl: configuration.ttlCap, rdata: .soa(soa))
+    }
+
+    public var ns: ResourceRecord {
+        ResourceRecord(name: origin, type: .ns, ttl: configuration.ttlCap, rdata: .ns(configuration.serverName))
+    }
+}

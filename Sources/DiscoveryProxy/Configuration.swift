@@ -1,0 +1,51 @@
+import DNSWire
+
+/// One link: a network interface facing a remote subnet, served as its own DNS zone
+/// (RFC 8766 §5.1: each link has a unique domain; its names are resolved only on that link).
+public struct Link: Hashable, Sendable {
+    /// Interface name on this host, e.g. `eth1`.
+    public var interface: String
+    /// The zone that stands for `.local` on this link, e.g. `lab1.example.`.
+    public var zone: DNSName
+    /// The link's subnets (from the interface's addresses); each gives a reverse zone and
+    /// address-based domain enumeration names. Link-local prefixes are ignored.
+    public var subnets: [IPPrefix]
+
+    public init(interface: String, zone: DNSName, subnets: [IPPrefix] = []) {
+        self.interface = interface
+        self.zone = zone
+        self.subnets = subnets
+    }
+}
+
+/// Everything the pure proxy logic needs to know. Defaults follow RFC 8766 and the checklist.
+public struct ProxyConfiguration: Sendable {
+    public var links: [Link]
+    /// The proxy's own host name: NS RDATA and SOA MNAME (RFC 8766 §6.1, §6.2). Must not lie
+    /// inside any link zone (§6.2).
+    public var serverName: DNSName
+    /// SOA RNAME, the administrator's mailbox; nil means `hostmaster.<zone>`.
+    public var hostmaster: DNSName?
+    /// Answer NODATA after this long when mDNS finds nothing (RFC 8766 §5.6: 6 s).
+    public var negativeTimeout: Duration = .seconds(6)
+    /// After the first mDNS result, wait this long for more before answering, so that the
+    /// rest of the same mDNS packet (and near-simultaneous responders) make it in.
+    public var collectionWindow: Duration = .milliseconds(50)
+    /// A browse with no query for this long is released (its avahi object freed).
+    public var browseIdleTimeout: Duration = .seconds(120)
+    /// TTL of every record in a unicast answer (RFC 8766 §5.5.1: at most 10 s).
+    public var ttlCap: UInt32 = 10
+    /// Drop 169.254/16 A and fe80::/10 AAAA records (RFC 8766 §5.5.2; on by default).
+    public var suppressLinkLocal: Bool = true
+    /// Rate limit of mDNS queries the proxy starts, per link (RFC 8766 §9.3).
+    public var mdnsQueriesPerSecond: Double = 20
+    public var mdnsQueryBurst: Double = 40
+    /// Largest UDP answer we send, whatever the client advertises (RFC 6891 §6.2.5).
+    public var maxUDPPayload: Int = 1232
+
+    public init(links: [Link], serverName: DNSName, hostmaster: DNSName? = nil) {
+        self.links = links
+        self.serverName = serverName
+        self.hostmaster = hostmaster
+    }
+}

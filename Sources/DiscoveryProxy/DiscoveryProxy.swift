@@ -1,0 +1,463 @@
+import DNSWire
+import Logging
+import MDNS
+import Synchronization
+
+/// The RFC 8766 Discovery Proxy: answers unicast DNS queries for link zones from mDNS.
+///
+/// Life of a query: decode → `Catalog.plan` → refused / immediate / mDNS. An mDNS question
+/// is served by a shared `Browse`: a hit answers at once from its records; a miss starts the
+/// browse (rate-limited per link) or joins it, and is answered when the first results arrive
+/// (plus `collectionWindow`) or, with no data, at the negative timeout (§5.6). Browses live
+/// on after the last query so repeats are hits, and are released after `browseIdleTimeout`.
+///
+/// Threading: all state sits behind one mutex. mDNS events arrive on the backend's thread and
+/// timers on the scheduler's; the backend is never called with the mutex held (avahi takes
+/// its own lock around callbacks, so that would deadlock), and replies are encoded and sent
+/// outside the mutex.
+public final class DiscoveryProxy: Sendable {
+    public let catalog: Catalog
+    private let backend: any MDNSBackend
+    private let scheduler: any ProxyScheduler
+    private let logger: Logger
+    private let state: Mutex<State>
+
+    private var configuration: ProxyConfiguration { catalog.configuration }
+
+    private struct State: ~Copyable {
+        var browses: [BrowseKey: Browse] = [:]
+        var buckets: [String: TokenBucket] = [:]
+        var nextGeneration = 0
+        var nextWaiterID = 0
+        var stats = ProxyStats()
+        var sweepTimer: (any ProxyTimer)?
+        var shutDown = false
+    }
+
+    public init(
+        configuration: ProxyConfiguration, backend: any MDNSBackend, scheduler: any ProxyScheduler,
+        logger: Logger
+    ) {
+        self.catalog = Catalog(configuration: configuration)
+        self.backend = backend
+        self.scheduler = scheduler
+        self.logger = logger
+        self.state = Mutex(State())
+        scheduleSweep()
+    }
+
+    /// Releases every browse and stops the timers. Pending queries are answered SERVFAIL.
+    public func shutdown() {
+        let (handles, waiters) = state.withLock { state -> ([any MDNSQueryHandle], [Waiter]) in
+            state.shutDown = true
+            state.sweepTimer?.cancel()
+            state.sweepTimer = nil
+            let handles = state.browses.values.compactMap(\.handle)
+            let waiters = state.browses.values.flatMap(\.waiters)
+            state.browses.removeAll()
+            state.stats.activeBrowses = 0
+            return (handles, waiters)
+        }
+        handles.forEach { $0.cancel() }
+        for waiter in waiters { send(failure(waiter.query, .servFail), limit: waiter.limit, to: waiter.respond) }
+    }
+
+    public var stats: ProxyStats { state.withLock { $0.stats } }
+
+    // MARK: Queries
+
+    /// Answers one query message. `respond` is called exactly once: synchronously for
+    /// everything but an mDNS miss, which is answered later from another thread.
+    public func handle(query bytes: [UInt8], overTCP: Bool, respond: @escaping @Sendable ([UInt8]?) -> Void) {
+        guard let header = MessageHeader(bytes), !header.isResponse else {
+            // No header, or a response: drop, never reflect.
+            respond(nil)
+            return
+        }
+        state.withLock { $0.stats.queries += 1 }
+        let query: Message
+        do {
+            query = try Message(wire: bytes)
+        } catch {
+            logger.debug("malformed query", metadata: ["dns.id": "\(header.id)", "dns.error": "\(error)"])
+            let reply = Message(
+                id: header.id, isResponse: true, opcode: header.opcode,
+                recursionDesired: header.recursionDesired, rcode: .formErr)
+            count(\.formErr)
+            send(reply, limit: 512, to: respond)
+            return
+        }
+        let limit = answerLimit(for: query, overTCP: overTCP)
+        if let immediate = immediateReply(to: query) {
+            send(immediate, limit: limit, to: respond)
+            return
+        }
+        // immediateReply returns nil only for an mDNS plan.
+        guard case .mdns(let plan) = catalog.plan(query.questions[0]) else { return }
+        lookup(plan, query: query, limit: limit, respond: respond)
+    }
+
+    /// RFC 6891 §6.2.5: a payload below 512 counts as 512; never above our own maximum.
+    /// Without OPT, 512 (RFC 1035 §4.2.1). TCP: 65535.
+    private func answerLimit(for query: Message, overTCP: Bool) -> Int {
+        if overTCP { return 65535 }
+        guard let edns = query.edns else { return 512 }
+        return min(max(512, Int(edns.udpPayloadSize)), max(512, configuration.maxUDPPayload))
+    }
+
+    /// Everything that does not need mDNS: errors, REFUSED, and configuration answers.
+    private func immediateReply(to query: Message) -> Message? {
+        guard query.opcode == .query else {
+            count(\.notImp)
+            return failure(query, .notImp)  // includes DSO (RFC 8490 §5.1) until Push exists
+        }
+        guard query.questions.count == 1 else {
+            count(\.formErr)
+            return failure(query, .formErr)
+        }
+        if let edns = query.edns, edns.version != 0 {
+            count(\.badVers)
+            return failure(query, .badVers)  // RFC 6891 §6.1.3, with our OPT at version 0
+        }
+        switch catalog.plan(query.questions[0]) {
+        case .refused:
+            count(\.refused)
+            logger.debug("refused", metadata: ["dns.qname": "\(query.questions[0].name)"])
+            return failure(query, .refused)
+        case .immediate(let zone, let answers):
+            count(\.immediate)
+            var reply = reply(to: query)
+            reply.answers = answers
+            if answers.isEmpty { reply.authority = [ZoneRecords(origin: zone, configuration: configuration).soa] }
+            return reply
+        case .mdns:
+            return nil
+        }
+    }
+
+    private func lookup(
+        _ plan: MDNSPlan, query: Message, limit: Int, respond: @escaping @Sendable ([UInt8]?) -> Void
+    ) {
+        let key = BrowseKey(interface: plan.link.interface, name: plan.localName, type: plan.type)
+        let now = scheduler.now()
+        enum Action {
+            case hit(Snapshot)
+            case wait(waiterID: Int, deadline: Duration, start: (generation: Int, delay: Duration)?)
+            case rateLimited
+        }
+        let action: Action = state.withLock { state in
+            if var browse = state.browses[key] {
+                browse.lastUsed = now
+                if browse.isEstablished(now: now, negativeTimeout: configuration.negativeTimeout) {
+                    state.browses[key] = browse
+                    state.stats.cacheHits += 1
+                    return .hit(makeSnapshot(for: key, in: state.browses))
+                }
+                state.stats.cacheMisses += 1
+                let id = state.nextWaiterID
+                state.nextWaiterID += 1
+                let deadline = max(now, browse.startedAt) + configuration.negativeTimeout
+                browse.waiters.append(
+                    Waiter(id: id, query: query, plan: plan, limit: limit, deadline: deadline, respond: respond))
+                state.browses[key] = browse
+                return .wait(waiterID: id, deadline: deadline, start: nil)
+            }
+            guard !state.shutDown else { return .rateLimited }
+            var bucket =
+                state.buckets[key.interface]
+                ?? TokenBucket(rate: configuration.mdnsQueriesPerSecond, burst: configuration.mdnsQueryBurst, now: now)
+            let delay = bucket.reserve(now: now)
+            if delay >= configuration.negativeTimeout {
+                bucket.refund()
+                state.buckets[key.interface] = bucket
+                state.stats.rateLimited += 1
+                return .rateLimited
+            }
+            if delay > .zero { state.stats.rateLimited += 1 }
+            state.buckets[key.interface] = bucket
+            state.stats.cacheMisses += 1
+            let generation = state.nextGeneration
+            state.nextGeneration += 1
+            let id = state.nextWaiterID
+            state.nextWaiterID += 1
+            let deadline = now + configuration.negativeTimeout
+            var browse = Browse(generation: generation, startedAt: now + delay, lastUsed: now)
+            browse.waiters.append(
+                Waiter(id: id, query: query, plan: plan, limit: limit, deadline: deadline, respond: respond))
+            state.browses[key] = browse
+            state.stats.activeBrowses = state.browses.count
+            return .wait(waiterID: id, deadline: deadline, start: (generation, delay))
+        }
+
+        switch action {
+        case .hit(let snapshot):
+            send(answer(query, plan: plan, snapshot: snapshot), limit: limit, to: respond)
+        case .rateLimited:
+            logger.debug("mDNS rate limit: answering SERVFAIL", metadata: ["mdns.question": "\(key)"])
+            count(\.servFail)
+            send(failure(query, .servFail), limit: limit, to: respond)
+        case .wait(let waiterID, let deadline, let start):
+            scheduler.schedule(after: deadline - now) { [weak self] in self?.expire(key, waiterID: waiterID) }
+            if let start {
+                if start.delay == .zero {
+                    startBrowse(key, generation: start.generation)
+                } else {
+                    scheduler.schedule(after: start.delay) { [weak self] in
+                        self?.startBrowse(key, generation: start.generation)
+                    }
+                }
+            }
+        }
+    }
+
+    // MARK: mDNS side
+
+    private func startBrowse(_ key: BrowseKey, generation: Int) {
+        let handle: any MDNSQueryHandle
+        do {
+            handle = try backend.startQuery(key.question) { [weak self] event in
+                self?.receive(event, for: key, generation: generation)
+            }
+        } catch {
+            logger.warning(
+                "cannot start mDNS query", metadata: ["mdns.question": "\(key)", "mdns.error": "\(error)"])
+            let waiters = state.withLock { state -> [Waiter] in
+                guard let browse = state.browses[key], browse.generation == generation else { return [] }
+                state.browses[key] = nil
+                state.stats.activeBrowses = state.browses.count
+                state.stats.servFail += browse.waiters.count
+                return browse.waiters
+            }
+            for waiter in waiters { send(failure(waiter.query, .servFail), limit: waiter.limit, to: waiter.respond) }
+            return
+        }
+        let orphan = state.withLock { state -> Bool in
+            guard state.browses[key]?.generation == generation else { return true }
+            state.browses[key]!.handle = handle
+            state.stats.mdnsQueriesStarted += 1
+            return false
+        }
+        if orphan { handle.cancel() }
+        logger.debug("mDNS query started", metadata: ["mdns.question": "\(key)"])
+    }
+
+    /// Called on the backend's thread. Must not call the backend.
+    private func receive(_ event: MDNSEvent, for key: BrowseKey, generation: Int) {
+        let now = scheduler.now()
+        enum Follow { case none, flushNow, armWindow }
+        let follow: Follow = state.withLock { state in
+            guard var browse = state.browses[key], browse.generation == generation else { return .none }
+            defer { state.browses[key] = browse }
+            switch event {
+            case .added(let record):
+                guard browse.records[record] == nil else { return .none }
+                browse.records[record] = cache(record, on: key, order: browse.nextOrder)
+                browse.nextOrder += 1
+                guard !browse.waiters.isEmpty, !browse.flushArmed else { return .none }
+                browse.flushArmed = true
+                return configuration.collectionWindow == .zero ? .flushNow : .armWindow
+            case .removed(let record):
+                browse.records[record] = nil
+                return .none
+            case .allForNow:
+                // The daemon's cache is drained; if it had answers, nothing is gained by waiting.
+                return !browse.records.isEmpty && !browse.waiters.isEmpty ? .flushNow : .none
+            case .failed, .restarted:
+                // The daemon went away or came back: what we had may be stale. Start over, as
+                // a new query would (waiters keep their own deadlines).
+                browse.records.removeAll()
+                browse.startedAt = now
+                return .none
+            }
+        }
+        if case .failed(let why) = event {
+            logger.debug("mDNS query failed", metadata: ["mdns.question": "\(key)", "mdns.error": "\(why)"])
+        }
+        switch follow {
+        case .none: break
+        case .flushNow: flush(key, generation: generation)
+        case .armWindow:
+            scheduler.schedule(after: configuration.collectionWindow) { [weak self] in
+                self?.flush(key, generation: generation)
+            }
+        }
+    }
+
+    /// Answers every waiter of a browse from what it has now.
+    private func flush(_ key: BrowseKey, generation: Int) {
+        let (waiters, snapshot) = state.withLock { state -> ([Waiter], Snapshot) in
+            guard var browse = state.browses[key], browse.generation == generation else { return ([], Snapshot()) }
+            browse.flushArmed = false
+            let waiters = browse.waiters
+            browse.waiters = []
+            state.browses[key] = browse
+            return (waiters, makeSnapshot(for: key, in: state.browses))
+        }
+        for waiter in waiters {
+            send(answer(waiter.query, plan: waiter.plan, snapshot: snapshot), limit: waiter.limit, to: waiter.respond)
+        }
+    }
+
+    /// The negative timeout of one waiter: answer with whatever is known (usually nothing).
+    private func expire(_ key: BrowseKey, waiterID: Int) {
+        let found = state.withLock { state -> (Waiter, Snapshot)? in
+            guard var browse = state.browses[key],
+                let index = browse.waiters.firstIndex(where: { $0.id == waiterID })
+            else { return nil }
+            let waiter = browse.waiters.remove(at: index)
+            state.browses[key] = browse
+            let snapshot = makeSnapshot(for: key, in: state.browses)
+            if snapshot.answers.isEmpty { state.stats.negativeTimeouts += 1 }
+            return (waiter, snapshot)
+        }
+        guard let (waiter, snapshot) = found else { return }
+        logger.debug("mDNS query timed out", metadata: ["mdns.question": "\(key)"])
+        send(answer(waiter.query, plan: waiter.plan, snapshot: snapshot), limit: waiter.limit, to: waiter.respond)
+    }
+
+    /// Translates an mDNS record once, on arrival: RDATA decoded, `.local` names rewritten
+    /// into the link zone, unusable addresses suppressed (RFC 8766 §5.5).
+    private func cache(_ record: MDNSRecord, on key: BrowseKey, order: Int) -> CachedRecord {
+        let zone = catalog.configuration.links.first { $0.interface == key.interface }?.zone ?? Catalog.local
+        var rdata: RData? = nil
+        var localTarget: DNSName? = nil
+        if let decoded = try? RData(type: record.type, wire: record.rdata) {
+            switch decoded {
+            case .ptr(let target): localTarget = target
+            case .srv(_, _, _, let target): localTarget = target
+            default: break
+            }
+            rdata = NameMapping.toZone(decoded, zone: zone, suppressLinkLocal: configuration.suppressLinkLocal)
+        }
+        return CachedRecord(
+            order: order, type: record.type, localName: record.name, rdata: rdata, localTarget: localTarget)
+    }
+
+    // MARK: Answers
+
+    /// What a browse and its related browses hold, copied out of the lock.
+    struct Snapshot: Sendable {
+        var answers: [CachedRecord] = []
+        /// SRV/TXT of PTR targets, then addresses of SRV targets (RFC 6763 §12).
+        var additional: [CachedRecord] = []
+    }
+
+    private func makeSnapshot(for key: BrowseKey, in browses: [BrowseKey: Browse]) -> Snapshot {
+        guard let browse = browses[key] else { return Snapshot() }
+        var snapshot = Snapshot(answers: browse.orderedRecords)
+        func known(_ name: DNSName, _ type: RRType) -> [CachedRecord] {
+            browses[BrowseKey(interface: key.interface, name: name, type: type)]?.orderedRecords ?? []
+        }
+        var hosts: [DNSName] = []
+        for record in snapshot.answers {
+            guard let target = record.localTarget else { continue }
+            if record.type == .ptr {
+                let srv = known(target, .srv)
+                snapshot.additional += srv + known(target, .txt)
+                hosts += srv.compactMap(\.localTarget)
+            } else if record.type == .srv {
+                hosts.append(target)
+            }
+        }
+        var seen = Set<DNSName>()
+        for host in hosts where seen.insert(host).inserted {
+            snapshot.additional += known(host, .a) + known(host, .aaaa)
+        }
+        return snapshot
+    }
+
+    private func answer(_ query: Message, plan: MDNSPlan, snapshot: Snapshot) -> Message {
+        var reply = reply(to: query)
+        let owner = query.questions[0].name
+        let ttl = configuration.ttlCap
+        reply.answers = snapshot.answers.compactMap { record in
+            record.rdata.map { ResourceRecord(name: owner, type: record.type, ttl: ttl, rdata: $0) }
+        }
+        if reply.answers.isEmpty {
+            // NODATA, never NXDOMAIN: the name may be an empty non-terminal (§5.6).
+            reply.authority = [ZoneRecords(origin: plan.zone, configuration: configuration).soa]
+            return reply
+        }
+        let answered = Set(reply.answers)
+        var additional: [ResourceRecord] = []
+        for record in snapshot.additional {
+            guard let rdata = record.rdata,
+                let name = record.localName.replacingSuffix(Catalog.local, with: plan.link.zone)
+            else { continue }
+            let rr = ResourceRecord(name: name, type: record.type, ttl: ttl, rdata: rdata)
+            if !answered.contains(rr) && !additional.contains(rr) { additional.append(rr) }
+        }
+        reply.additional = additional
+        return reply
+    }
+
+    /// The skeleton of a reply: ID, opcode, RD and CD echoed, the question, AA (we are
+    /// authoritative for every zone we answer), OPT only when the query had one (RFC 6891 §7).
+    private func reply(to query: Message) -> Message {
+        Message(
+            id: query.id, isResponse: true, opcode: query.opcode, authoritative: true,
+            recursionDesired: query.recursionDesired, checkingDisabled: query.checkingDisabled,
+            questions: query.questions,
+            edns: query.edns.map { _ in EDNS(udpPayloadSize: UInt16(clamping: configuration.maxUDPPayload)) })
+    }
+
+    private func failure(_ query: Message, _ rcode: RCode) -> Message {
+        var reply = reply(to: query)
+        reply.authoritative = false
+        reply.rcode = rcode
+        if rcode == .formErr && query.questions.count != 1 { reply.questions = [] }
+        return reply
+    }
+
+    private func send(_ message: Message, limit: Int, to respond: @Sendable ([UInt8]?) -> Void) {
+        do {
+            respond(try message.encode(limit: limit))
+        } catch {
+            logger.error("cannot encode answer", metadata: ["dns.error": "\(error)", "dns.id": "\(message.id)"])
+            var fallback = message
+            fallback.answers = []
+            fallback.authority = []
+            fallback.additional = []
+            fallback.rcode = .servFail
+            respond(try? fallback.encode(limit: limit))
+        }
+    }
+
+    private func count(_ counter: WritableKeyPath<ProxyStats, Int>) {
+        state.withLock { $0.stats[keyPath: counter] += 1 }
+    }
+
+    // MARK: Release of idle browses
+
+    private func scheduleSweep() {
+        let interval = max(.seconds(1), configuration.browseIdleTimeout / 4)
+        let timer = scheduler.schedule(after: interval) { [weak self] in
+            self?.sweep()
+            self?.scheduleSweep()
+        }
+        let stop = state.withLock { state -> Bool in
+            if state.shutDown { return true }
+            state.sweepTimer = timer
+            return false
+        }
+        if stop { timer.cancel() }
+    }
+
+    /// Releases browses nobody asked about for `browseIdleTimeout` (and nobody waits on).
+    func sweep() {
+        let now = scheduler.now()
+        let released = state.withLock { state -> [(BrowseKey, (any MDNSQueryHandle)?)] in
+            let idle = state.browses.filter {
+                $0.value.waiters.isEmpty && now - $0.value.lastUsed >= configuration.browseIdleTimeout
+            }
+            for key in idle.keys { state.browses[key] = nil }
+            state.stats.activeBrowses = state.browses.count
+            state.stats.browsesReleased += idle.count
+            return idle.map { ($0.key, $0.value.handle) }
+        }
+        for (key, handle) in released {
+            handle?.cancel()
+            logger.debug("mDNS query released", metadata: ["mdns.question": "\(key)"])
+        }
+    }
+}

@@ -1,0 +1,29 @@
+/// Token bucket for the mDNS queries the proxy generates on one link (RFC 8766 §9.3: a proxy
+/// must not let unicast clients flood a link with multicast; ~20 packets/s on 802.11).
+struct TokenBucket: Sendable {
+    let rate: Double
+    let burst: Double
+    private var tokens: Double
+    private var last: Duration
+
+    init(rate: Double, burst: Double, now: Duration) {
+        self.rate = max(rate, 0.001)
+        self.burst = max(burst, 1)
+        self.tokens = self.burst
+        self.last = now
+    }
+
+    /// Takes a token, returning how long the caller must wait before using it (zero when one
+    /// is free now). Reservations queue up: the bucket may go negative.
+    mutating func reserve(now: Duration) -> Duration {
+        let elapsed = Double((now - last).components.seconds) + Double((now - last).components.attoseconds) / 1e18
+        tokens = min(burst, tokens + max(0, elapsed) * rate)
+        last = now
+        tokens -= 1
+        if tokens >= 0 { return .zero }
+        return .milliseconds(Int((-tokens / rate) * 1000) + 1)
+    }
+
+    /// Returns an unused reservation.
+    mutating func refund() { tokens = min(burst, tokens + 1) }
+}

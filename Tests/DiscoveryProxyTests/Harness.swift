@@ -1,0 +1,51 @@
+import DNSWire
+import DiscoveryProxy
+import Logging
+import MDNS
+import Synchronization
+
+/// A proxy over a scripted backend and a manual clock, with helpers to query it.
+struct Harness {
+    let backend = ScriptedBackend()
+    let clock = ManualScheduler()
+    let proxy: DiscoveryProxy
+
+    init(_ adjust: (inout ProxyConfiguration) -> Void = { _ in }) {
+        var config = ProxyConfiguration(
+            links: [
+                Link(interface: "eth1", zone: try! DNSName("lab1.example."), subnets: [IPPrefix("192.0.2.0/24")!, IPPrefix("2001:db8:1::/64")!]),
+                Link(interface: "eth2", zone: try! DNSName("lab2.example."), subnets: [IPPrefix("198.51.100.0/24")!]),
+            ],
+            serverName: try! DNSName("ns.example."))
+        adjust(&config)
+        proxy = DiscoveryProxy(configuration: config, backend: backend, scheduler: clock, logger: Logger(label: "test"))
+    }
+
+    /// A pending or finished reply.
+    final class Reply: Sendable {
+        private let box = Mutex<(called: Int, bytes: [UInt8]?)>((0, nil))
+        func set(_ bytes: [UInt8]?) { box.withLock { $0 = ($0.called + 1, bytes) } }
+        var calls: Int { box.withLock { $0.called } }
+        var isAnswered: Bool { calls > 0 }
+        var bytes: [UInt8]? { box.withLock { $0.bytes } }
+        var message: Message? { bytes.flatMap { try? Message(wire: $0) } }
+    }
+
+    @discardableResult
+    func ask(
+        _ name: String, _ type: RRType, tcp: Bool = false, edns: EDNS? = EDNS(udpPayloadSize: 1232), id: UInt16 = 42
+    ) -> Reply {
+        let query = Message(id: id, recursionDesired: true, questions: [Question(name: try! DNSName(name), type: type)], edns: edns)
+        return send(try! query.encode(), tcp: tcp)
+    }
+
+    func send(_ bytes: [UInt8], tcp: Bool = false) -> Reply {
+        let reply = Reply()
+        proxy.handle(query: bytes, overTCP: tcp) { reply.set($0) }
+        return reply
+    }
+}
+
+extension ResourceRecord {
+    var text: String { "\(name) \(ttl) \(rrClass) \(type) \(rdata)" }
+}

@@ -1,0 +1,60 @@
+import DNSWire
+import MDNS
+import Synchronization
+
+/// An in-memory mDNS backend: records which questions were asked and lets a test play the
+/// network's part by emitting events to them.
+final class ScriptedBackend: MDNSBackend {
+    final class Handle: MDNSQueryHandle {
+        let question: MDNSQuestion
+        let handler: @Sendable (MDNSEvent) -> Void
+        private let cancelled = Atomic<Bool>(false)
+        init(question: MDNSQuestion, handler: @escaping @Sendable (MDNSEvent) -> Void) {
+            self.question = question
+            self.handler = handler
+        }
+        func cancel() { cancelled.store(true, ordering: .sequentiallyConsistent) }
+        var isCancelled: Bool { cancelled.load(ordering: .sequentiallyConsistent) }
+    }
+
+    private let handles = Mutex<[Handle]>([])
+    /// Interfaces that exist; others throw like a real backend.
+    let interfaces: Set<String>
+
+    init(interfaces: Set<String> = ["eth1", "eth2"]) {
+        self.interfaces = interfaces
+    }
+
+    var state: MDNSBackendState { .running }
+
+    func startQuery(
+        _ question: MDNSQuestion, handler: @escaping @Sendable (MDNSEvent) -> Void
+    ) throws(MDNSError) -> any MDNSQueryHandle {
+        guard interfaces.contains(question.interface) else { throw .unknownInterface(question.interface) }
+        let handle = Handle(question: question, handler: handler)
+        handles.withLock { $0.append(handle) }
+        return handle
+    }
+
+    /// Every query ever started, in order.
+    var started: [MDNSQuestion] { handles.withLock { $0.map(\.question) } }
+    var live: [MDNSQuestion] { handles.withLock { $0.filter { !$0.isCancelled }.map(\.question) } }
+
+    /// Delivers `event` to the live queries for `name`/`type` on `interface`.
+    func emit(_ event: MDNSEvent, name: String, type: RRType, interface: String = "eth1") {
+        let target = MDNSQuestion(interface: interface, name: try! DNSName(name), type: type)
+        let matching = handles.withLock { $0.filter { !$0.isCancelled && $0.question == target } }
+        precondition(!matching.isEmpty, "no live query for \(target)")
+        for handle in matching { handle.handler(event) }
+    }
+
+    func add(_ name: String, _ type: RRType, _ rdata: RData, interface: String = "eth1") {
+        let record = MDNSRecord(name: try! DNSName(name), type: type, rdata: try! rdata.wireBytes())
+        emit(.added(record), name: name, type: type, interface: interface)
+    }
+
+    func remove(_ name: String, _ type: RRType, _ rdata: RData, interface: String = "eth1") {
+        let record = MDNSRecord(name: try! DNSName(name), type: type, rdata: try! rdata.wireBytes())
+        emit(.removed(record), name: name, type: type, interface: interface)
+    }
+}
