@@ -1,0 +1,65 @@
+import DNSWire
+import Testing
+
+@Suite struct DNSNameTests {
+    @Test func parsesDecimalEscapesAsOneLabel() throws {
+        let parsed = try DNSName(#"My\032Printer._ipp._tcp.lab1.example."#)
+        #expect(parsed.labels == [Array("My Printer".utf8), Array("_ipp".utf8), Array("_tcp".utf8),
+                                  Array("lab1".utf8), Array("example".utf8)])
+        #expect(parsed.description == #"My\032Printer._ipp._tcp.lab1.example."#)
+    }
+
+    @Test func escapedDotStaysInsideTheLabel() throws {
+        let parsed = try DNSName(#"Dot\.ted\032Printer._ipp._tcp.example"#)
+        #expect(parsed.labels.count == 4)
+        #expect(parsed.labels[0] == Array("Dot.ted Printer".utf8))
+        #expect(parsed.description == #"Dot\.ted\032Printer._ipp._tcp.example."#)
+        #expect(try DNSName(parsed.description) == parsed)
+    }
+
+    @Test func backslashRoundTrips() throws {
+        let parsed = try DNSName(#"Back\\slash.example."#)
+        #expect(parsed.labels[0] == Array(#"Back\slash"#.utf8))
+        #expect(parsed.description == #"Back\\slash.example."#)
+    }
+
+    @Test func utf8IsKeptAsBytesAndPrintedLikeDig() throws {
+        let parsed = try DNSName("Drucker Küche._ipp._tcp.example.")
+        #expect(parsed.labels[0] == Array("Drucker Küche".utf8))
+        #expect(parsed.description == #"Drucker\032K\195\188che._ipp._tcp.example."#)
+        #expect(try DNSName(parsed.description) == parsed)
+    }
+
+    @Test func rootAndCaseInsensitiveEquality() throws {
+        #expect(try DNSName(".") == DNSName.root)
+        #expect(DNSName.root.description == ".")
+        #expect(DNSName.root.wireBytes == [0])
+        #expect(try DNSName("WWW.Example.COM") == DNSName("www.example.com."))
+        #expect(try DNSName("WWW.Example.COM").hashValue == DNSName("www.example.com.").hashValue)
+    }
+
+    @Test func rejectsBadText() {
+        #expect(throws: DNSNameError.emptyLabel) { try DNSName("a..b") }
+        #expect(throws: DNSNameError.labelTooLong(64)) { try DNSName(String(repeating: "x", count: 64) + ".example") }
+        #expect(throws: DNSNameError.self) { try DNSName(#"bad\2"#) }
+        #expect(throws: DNSNameError.self) { try DNSName(#"bad\256x"#) }
+        let long = Array(repeating: String(repeating: "x", count: 63), count: 4).joined(separator: ".")
+        #expect(throws: DNSNameError.nameTooLong(257)) { try DNSName(long) }
+    }
+
+    @Test func wireBytesRoundTripThroughLDNS() throws {
+        let original = try DNSName(#"Dot\.ted\032Printer.Drucker\032K\195\188che.example."#)
+        let wire = original.wireBytes
+        #expect(wire.count == original.wireLength)
+        #expect(Array(wire.prefix(16)) == [15] + Array("Dot.ted Printer".utf8))
+        let decoded = try DNSName(wire: wire)
+        #expect(decoded.labels == original.labels)
+    }
+
+    @Test func wireInitRejectsGarbage() {
+        #expect(throws: DNSWireError.self) { try DNSName(wire: []) }
+        #expect(throws: DNSWireError.self) { try DNSName(wire: [3, 0x61, 0x62]) }  // runs past the end
+        #expect(throws: DNSWireError.self) { try DNSName(wire: [1, 0x61, 0, 0]) }  // trailing octet
+        #expect(throws: DNSWireError.self) { try DNSName(wire: [64] + Array(repeating: 0x61, count: 64) + [0]) }
+    }
+}
