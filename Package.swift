@@ -63,6 +63,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -78,6 +79,7 @@ let package = Package(
 
         .testTarget(name: "DNSWireTests", dependencies: ["DNSWire"], swiftSettings: swiftSettings),
         .testTarget(name: "MDNSTests", dependencies: ["MDNS"], swiftSettings: swiftSettings),
+        .testTarget(name: "ProxyAppTests", dependencies: ["ProxyApp", "DiscoveryProxy", "DNSWire"], swiftSettings: swiftSettings),
         .testTarget(name: "DiscoveryProxyTests", dependencies: ["DiscoveryProxy", "DNSWire", "MDNS"], swiftSettings: swiftSettings),
         .testTarget(
             name: "DNSServerTests",

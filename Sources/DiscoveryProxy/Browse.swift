@@ -50,10 +50,20 @@ struct Browse: Sendable {
     var waiters: [Waiter] = []
     /// A collection-window flush is scheduled.
     var flushArmed = false
+    /// mDNS has delivered results since the query (re)started: from now on the record set is
+    /// the truth, even when removals have emptied it.
+    var hasResults = false
 
-    /// Whether a query can be answered from this browse now (a cache hit, RFC 8766 §5.6).
+    /// Whether a query can be answered from this browse now (a cache hit, RFC 8766 §5.6):
+    /// it has had results, or has run the full negative timeout without any.
     func isEstablished(now: Duration, negativeTimeout: Duration) -> Bool {
-        !records.isEmpty || now - startedAt >= negativeTimeout
+        hasResults || now - startedAt >= negativeTimeout
+    }
+
+    /// When a query joining now gets its answer at the latest: at the end of this browse's
+    /// own negative timeout, as every waiter shares what the browse found.
+    func deadline(joiningAt now: Duration, negativeTimeout: Duration) -> Duration {
+        (startedAt > now ? now : startedAt) + negativeTimeout
     }
 
     var orderedRecords: [CachedRecord] { records.values.sorted { $0.order < $1.order } }

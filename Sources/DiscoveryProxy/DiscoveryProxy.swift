@@ -156,7 +156,7 @@ public final class DiscoveryProxy: Sendable {
                 state.stats.cacheMisses += 1
                 let id = state.nextWaiterID
                 state.nextWaiterID += 1
-                let deadline = max(now, browse.startedAt) + configuration.negativeTimeout
+                let deadline = browse.deadline(joiningAt: now, negativeTimeout: configuration.negativeTimeout)
                 browse.waiters.append(
                     Waiter(id: id, query: query, plan: plan, limit: limit, deadline: deadline, respond: respond))
                 state.browses[key] = browse
@@ -253,6 +253,7 @@ public final class DiscoveryProxy: Sendable {
                 guard browse.records[record] == nil else { return .none }
                 browse.records[record] = cache(record, on: key, order: browse.nextOrder)
                 browse.nextOrder += 1
+                browse.hasResults = true
                 guard !browse.waiters.isEmpty, !browse.flushArmed else { return .none }
                 browse.flushArmed = true
                 return configuration.collectionWindow == .zero ? .flushNow : .armWindow
@@ -266,6 +267,7 @@ public final class DiscoveryProxy: Sendable {
                 // The daemon went away or came back: what we had may be stale. Start over, as
                 // a new query would (waiters keep their own deadlines).
                 browse.records.removeAll()
+                browse.hasResults = false
                 browse.startedAt = now
                 return .none
             }

@@ -12,13 +12,13 @@ struct CatalogTests {
 
     @Test("a browse maps the zone suffix to .local on that link only (§5.1)")
     func browseMapping() throws {
-        guard case .mdns(let plan) = plan("_ipp._tcp.lab1.example.", .ptr) else {
+        guard case .mdns(let plan) = self.plan("_ipp._tcp.lab1.example.", .ptr) else {
             Issue.record("expected an mDNS plan")
             return
         }
         #expect(plan.link.interface == "eth1")
         #expect(plan.localName == (try DNSName("_ipp._tcp.local.")))
-        guard case .mdns(let other) = plan("_IPP._tcp.LAB2.example.", .ptr) else {
+        guard case .mdns(let other) = self.plan("_IPP._tcp.LAB2.example.", .ptr) else {
             Issue.record("expected an mDNS plan")
             return
         }
@@ -110,7 +110,7 @@ struct CatalogTests {
 
     @Test("reverse queries go to mDNS unchanged (§5.4)")
     func reverseQuery() throws {
-        guard case .mdns(let plan) = plan("10.2.0.192.in-addr.arpa.", .ptr) else {
+        guard case .mdns(let plan) = self.plan("10.2.0.192.in-addr.arpa.", .ptr) else {
             Issue.record("expected an mDNS plan")
             return
         }

@@ -1,0 +1,132 @@
+import DNSWire
+import DiscoveryProxy
+
+extension AppConfiguration {
+    /// Every problem, one line each, naming the key, the bad value and why. Binding errors
+    /// (port in use, permission) are start-up errors, not found here.
+    public func validate(interfaces: InterfaceTable) -> [ConfigError] {
+        var errors: [ConfigError] = []
+        if links.isEmpty {
+            errors.append(ConfigError(key: "links", reason: "no link configured: give --link IFACE=DOMAIN or a links: list"))
+        }
+        let local = try! DNSName("local.")
+        for (index, link) in links.enumerated() {
+            let key = "links[\(index)]"
+            if !interfaces.exists(link.interface) {
+                let known = interfaces.prefixes.keys.sorted().joined(separator: ", ")
+                errors.append(ConfigError(key: key + ".interface", value: link.interface,
+                    reason: "no such network interface (this host has: \(known))"))
+            }
+            if link.domain.isRoot {
+                errors.append(ConfigError(key: key + ".domain", value: "\(link.domain)", reason: "the root cannot be a link zone"))
+            }
+            if link.domain.isSubdomain(of: local) {
+                errors.append(ConfigError(key: key + ".domain", value: "\(link.domain)",
+                    reason: "\"local.\" belongs to Multicast DNS (RFC 6762); choose a unicast domain such as lab1.example.com."))
+            }
+            if link.domain.wireLength > 100 {
+                errors.append(ConfigError(key: key + ".domain", value: "\(link.domain)",
+                    reason: "longer than 100 octets leaves no room for service instance names (RFC 6763 §7.2)"))
+            }
+            for (otherIndex, other) in links.enumerated() where otherIndex < index {
+                if other.interface == link.interface {
+                    errors.append(ConfigError(key: key + ".interface", value: link.interface,
+                        reason: "already used by links[\(otherIndex)]; each link has exactly one zone"))
+                }
+                if other.domain == link.domain {
+                    errors.append(ConfigError(key: key + ".domain", value: "\(link.domain)",
+                        reason: "duplicate domain: already the zone of links[\(otherIndex)] (\(other.interface))"))
+                } else if link.domain.isSubdomain(of: other.domain) || other.domain.isSubdomain(of: link.domain) {
+                    errors.append(ConfigError(key: key + ".domain", value: "\(link.domain)",
+                        reason: "overlaps the zone \(other.domain) of links[\(otherIndex)]; link zones must not nest"))
+                }
+            }
+        }
+        if listen.isEmpty { errors.append(ConfigError(key: "listen", reason: "no listen address")) }
+        let server = effectiveServerName
+        for (index, link) in links.enumerated() where server.isSubdomain(of: link.domain) {
+            errors.append(ConfigError(key: "server-name", value: "\(server)",
+                reason: "lies inside the zone of links[\(index)]; an NS target must not (RFC 8766 §6.2)"))
+        }
+        func check(_ ok: Bool, _ key: String, _ value: some CustomStringConvertible, _ reason: String) {
+            if !ok { errors.append(ConfigError(key: key, value: "\(value)", reason: reason)) }
+        }
+        check(negativeTimeoutSeconds > 0 && negativeTimeoutSeconds <= 60, "negative-timeout", negativeTimeoutSeconds,
+            "must be between 0 and 60 seconds (RFC 8766 §5.6 uses 6)")
+        check((0...1000).contains(collectionWindowMilliseconds), "collection-window-ms", collectionWindowMilliseconds,
+            "must be between 0 and 1000")
+        check(browseIdleTimeoutSeconds >= 1, "browse-idle-timeout", browseIdleTimeoutSeconds, "must be at least 1 second")
+        check(mdnsQueriesPerSecond > 0, "mdns-query-rate", mdnsQueriesPerSecond, "must be positive")
+        check(mdnsQueryBurst >= 1, "mdns-query-burst", mdnsQueryBurst, "must be at least 1")
+        check((512...65535).contains(maxUDPPayload), "max-udp-payload", maxUDPPayload, "must be between 512 and 65535")
+        check(tcpIdleTimeoutSeconds > 0, "tcp.idle-timeout", tcpIdleTimeoutSeconds, "must be positive")
+        check(tcpMaxConnections >= 1, "tcp.max-connections", tcpMaxConnections, "must be at least 1")
+        check(tcpMaxConnectionsPerClient >= 1, "tcp.max-connections-per-client", tcpMaxConnectionsPerClient,
+            "must be at least 1")
+        check(tcpMaxInFlightPerConnection >= 1, "tcp.max-in-flight-per-connection", tcpMaxInFlightPerConnection,
+            "must be at least 1")
+        check(avahiObjectsPerClient >= 1, "avahi.objects-per-client", avahiObjectsPerClient, "must be at least 1")
+        check(avahiObjectBudget >= avahiObjectsPerClient, "avahi.object-budget", avahiObjectBudget,
+            "must be at least avahi.objects-per-client")
+        let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+        check(levels.contains(logLevel), "log-level", logLevel, "must be one of \(levels.joined(separator: ", "))")
+        return errors
+    }
+
+    /// The configured server name, or this host's name.
+    public var effectiveServerName: DNSName {
+        if let serverName { return serverName }
+        return (try? DNSName(systemHostName())) ?? (try! DNSName("localhost."))
+    }
+
+    /// The pure proxy's view, with subnets detected from the interfaces where not configured.
+    public func proxyConfiguration(interfaces: InterfaceTable) -> ProxyConfiguration {
+        let links = self.links.map { spec in
+            Link(interface: spec.interface, zone: spec.domain,
+                subnets: (spec.subnets ?? interfaces.prefixes[spec.interface] ?? []).filter { !$0.isLinkLocal })
+        }
+        var config = ProxyConfiguration(links: links, serverName: effectiveServerName, hostmaster: hostmaster)
+        config.negativeTimeout = .milliseconds(Int(negativeTimeoutSeconds * 1000))
+        config.collectionWindow = .milliseconds(collectionWindowMilliseconds)
+        config.browseIdleTimeout = .milliseconds(Int(browseIdleTimeoutSeconds * 1000))
+        config.suppressLinkLocal = suppressLinkLocal
+        config.mdnsQueriesPerSecond = mdnsQueriesPerSecond
+        config.mdnsQueryBurst = mdnsQueryBurst
+        config.maxUDPPayload = maxUDPPayload
+        return config
+    }
+
+    /// The effective configuration as YAML, for `--check-config`.
+    public func render(interfaces: InterfaceTable) -> String {
+        var lines = ["# effective configuration"]
+        lines.append("server-name: \(effectiveServerName)")
+        if let hostmaster { lines.append("hostmaster: \(hostmaster)") }
+        lines.append("listen:")
+        lines += listen.map { "  - \"\($0)\"" }
+        lines.append("links:")
+        for link in links {
+            lines.append("  - interface: \(link.interface)")
+            lines.append("    domain: \"\(link.domain)\"")
+            let subnets = link.subnets ?? (interfaces.prefixes[link.interface] ?? []).filter { !$0.isLinkLocal }
+            let origin = link.subnets == nil ? "  # detected" : ""
+            lines.append("    subnets: [\(subnets.map(\.description).joined(separator: ", "))]\(origin)")
+        }
+        lines.append("negative-timeout: \(negativeTimeoutSeconds)")
+        lines.append("collection-window-ms: \(collectionWindowMilliseconds)")
+        lines.append("browse-idle-timeout: \(browseIdleTimeoutSeconds)")
+        lines.append("suppress-link-local: \(suppressLinkLocal)")
+        lines.append("mdns-query-rate: \(mdnsQueriesPerSecond)")
+        lines.append("mdns-query-burst: \(mdnsQueryBurst)")
+        lines.append("max-udp-payload: \(maxUDPPayload)")
+        lines.append("log-level: \(logLevel)")
+        lines.append("tcp:")
+        lines.append("  idle-timeout: \(tcpIdleTimeoutSeconds)")
+        lines.append("  max-connections: \(tcpMaxConnections)")
+        lines.append("  max-connections-per-client: \(tcpMaxConnectionsPerClient)")
+        lines.append("  max-in-flight-per-connection: \(tcpMaxInFlightPerConnection)")
+        lines.append("avahi:")
+        lines.append("  objects-per-client: \(avahiObjectsPerClient)")
+        lines.append("  object-budget: \(avahiObjectBudget)")
+        return lines.joined(separator: "\n")
+    }
+}

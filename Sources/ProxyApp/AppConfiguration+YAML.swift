@@ -1,0 +1,186 @@
+import DNSWire
+import DiscoveryProxy
+import Foundation
+import Yams
+
+extension AppConfiguration {
+    /// Reads the YAML file (see config/discovery-proxy.yaml for every key). Unknown keys and
+    /// values of the wrong type are errors, reported all together.
+    public static func load(file path: String) throws(ConfigErrors) -> AppConfiguration {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ConfigErrors([ConfigError(key: "--config", value: path, reason: "cannot read file: \(error.localizedDescription)")])
+        }
+        return try parse(yaml: text, source: path)
+    }
+
+    public static func parse(yaml text: String, source: String = "config") throws(ConfigErrors) -> AppConfiguration {
+        let document: Any?
+        do {
+            document = try Yams.load(yaml: text)
+        } catch {
+            throw ConfigErrors([ConfigError(key: source, reason: "not valid YAML: \(error)")])
+        }
+        var config = AppConfiguration()
+        guard let document else { return config }  // an empty file is all defaults
+        guard let root = document as? [String: Any] else {
+            throw ConfigErrors([ConfigError(key: source, reason: "expected a mapping of keys at the top level")])
+        }
+        var reader = YAMLReader()
+        reader.read(root, into: &config)
+        if !reader.errors.isEmpty { throw ConfigErrors(reader.errors) }
+        return config
+    }
+}
+
+/// Typed access to a YAML mapping that collects errors instead of stopping at the first.
+private struct YAMLReader {
+    var errors: [ConfigError] = []
+
+    mutating func read(_ root: [String: Any], into config: inout AppConfiguration) {
+        let known: Set<String> = [
+            "links", "listen", "server-name", "hostmaster", "log-level", "negative-timeout", "collection-window-ms",
+            "browse-idle-timeout", "suppress-link-local", "mdns-query-rate", "mdns-query-burst", "max-udp-payload",
+            "tcp", "avahi",
+        ]
+        unknownKeys(root, known: known, prefix: "")
+        if let links = root["links"] {
+            config.links = readLinks(links)
+        }
+        if let listen = root["listen"] {
+            if let items = listen as? [Any] {
+                config.listen = items.enumerated().compactMap { index, item in
+                    let text = "\(item)"
+                    guard let address = AppConfiguration.ListenAddress(text) else {
+                        errors.append(ConfigError(key: "listen[\(index)]", value: text,
+                            reason: "expected ADDR:PORT, e.g. 0.0.0.0:53 or [::]:53"))
+                        return nil
+                    }
+                    return address
+                }
+            } else {
+                errors.append(ConfigError(key: "listen", value: "\(listen)", reason: "expected a list of ADDR:PORT"))
+            }
+        }
+        if let name = string(root, "server-name") { config.serverName = domain(name, key: "server-name") }
+        if let name = string(root, "hostmaster") { config.hostmaster = domain(name, key: "hostmaster") }
+        if let level = string(root, "log-level") { config.logLevel = level }
+        number(root, "negative-timeout", into: &config.negativeTimeoutSeconds)
+        integer(root, "collection-window-ms", into: &config.collectionWindowMilliseconds)
+        number(root, "browse-idle-timeout", into: &config.browseIdleTimeoutSeconds)
+        boolean(root, "suppress-link-local", into: &config.suppressLinkLocal)
+        number(root, "mdns-query-rate", into: &config.mdnsQueriesPerSecond)
+        number(root, "mdns-query-burst", into: &config.mdnsQueryBurst)
+        integer(root, "max-udp-payload", into: &config.maxUDPPayload)
+        if let tcp = mapping(root, "tcp") {
+            unknownKeys(tcp, known: ["idle-timeout", "max-connections", "max-connections-per-client",
+                "max-in-flight-per-connection"], prefix: "tcp.")
+            number(tcp, "idle-timeout", key: "tcp.idle-timeout", into: &config.tcpIdleTimeoutSeconds)
+            integer(tcp, "max-connections", key: "tcp.max-connections", into: &config.tcpMaxConnections)
+            integer(tcp, "max-connections-per-client", key: "tcp.max-connections-per-client",
+                into: &config.tcpMaxConnectionsPerClient)
+            integer(tcp, "max-in-flight-per-connection", key: "tcp.max-in-flight-per-connection",
+                into: &config.tcpMaxInFlightPerConnection)
+        }
+        if let avahi = mapping(root, "avahi") {
+            unknownKeys(avahi, known: ["objects-per-client", "object-budget"], prefix: "avahi.")
+            integer(avahi, "objects-per-client", key: "avahi.objects-per-client", into: &config.avahiObjectsPerClient)
+            integer(avahi, "object-budget", key: "avahi.object-budget", into: &config.avahiObjectBudget)
+        }
+    }
+
+    private mutating func readLinks(_ value: Any) -> [AppConfiguration.LinkSpec] {
+        guard let items = value as? [Any] else {
+            errors.append(ConfigError(key: "links", reason: "expected a list of {interface, domain} entries"))
+            return []
+        }
+        var links: [AppConfiguration.LinkSpec] = []
+        for (index, item) in items.enumerated() {
+            let key = "links[\(index)]"
+            guard let entry = item as? [String: Any] else {
+                errors.append(ConfigError(key: key, value: "\(item)", reason: "expected a mapping with interface and domain"))
+                continue
+            }
+            unknownKeys(entry, known: ["interface", "domain", "subnets"], prefix: key + ".")
+            guard let interface = string(entry, "interface", key: key + ".interface") else {
+                errors.append(ConfigError(key: key + ".interface", reason: "missing"))
+                continue
+            }
+            guard let domainText = string(entry, "domain", key: key + ".domain") else {
+                errors.append(ConfigError(key: key + ".domain", reason: "missing"))
+                continue
+            }
+            guard let zone = domain(domainText, key: key + ".domain") else { continue }
+            var subnets: [IPPrefix]? = nil
+            if let list = entry["subnets"] {
+                if let list = list as? [Any] {
+                    subnets = list.enumerated().compactMap { subIndex, element in
+                        guard let prefix = IPPrefix("\(element)") else {
+                            errors.append(ConfigError(key: "\(key).subnets[\(subIndex)]", value: "\(element)",
+                                reason: "expected a prefix such as 192.0.2.0/24 or 2001:db8::/64"))
+                            return nil
+                        }
+                        return prefix
+                    }
+                } else {
+                    errors.append(ConfigError(key: key + ".subnets", value: "\(list)", reason: "expected a list of prefixes"))
+                }
+            }
+            links.append(AppConfiguration.LinkSpec(interface: interface, domain: zone, subnets: subnets))
+        }
+        return links
+    }
+
+    private mutating func unknownKeys(_ mapping: [String: Any], known: Set<String>, prefix: String) {
+        for key in mapping.keys.sorted() where !known.contains(key) {
+            errors.append(ConfigError(key: prefix + key, reason: "unknown key"))
+        }
+    }
+
+    private mutating func domain(_ text: String, key: String) -> DNSName? {
+        do {
+            return try DNSName(text)
+        } catch {
+            errors.append(ConfigError(key: key, value: text, reason: "not a valid domain name: \(error)"))
+            return nil
+        }
+    }
+
+    private mutating func mapping(_ root: [String: Any], _ name: String) -> [String: Any]? {
+        guard let value = root[name] else { return nil }
+        guard let mapping = value as? [String: Any] else {
+            errors.append(ConfigError(key: name, value: "\(value)", reason: "expected a mapping"))
+            return nil
+        }
+        return mapping
+    }
+
+    private mutating func string(_ root: [String: Any], _ name: String, key: String? = nil) -> String? {
+        guard let value = root[name] else { return nil }
+        if let text = value as? String { return text }
+        if value is Int || value is Double { return "\(value)" }
+        errors.append(ConfigError(key: key ?? name, value: "\(value)", reason: "expected a string"))
+        return nil
+    }
+
+    private mutating func number(_ root: [String: Any], _ name: String, key: String? = nil, into target: inout Double) {
+        guard let value = root[name] else { return }
+        if let number = value as? Double { target = number; return }
+        if let number = value as? Int { target = Double(number); return }
+        errors.append(ConfigError(key: key ?? name, value: "\(value)", reason: "expected a number"))
+    }
+
+    private mutating func integer(_ root: [String: Any], _ name: String, key: String? = nil, into target: inout Int) {
+        guard let value = root[name] else { return }
+        if let number = value as? Int { target = number; return }
+        errors.append(ConfigError(key: key ?? name, value: "\(value)", reason: "expected a whole number"))
+    }
+
+    private mutating func boolean(_ root: [String: Any], _ name: String, into target: inout Bool) {
+        guard let value = root[name] else { return }
+        if let flag = value as? Bool { target = flag; return }
+        errors.append(ConfigError(key: name, value: "\(value)", reason: "expected true or false"))
+    }
+}

@@ -1,0 +1,105 @@
+import DNSWire
+import DiscoveryProxy
+
+/// The effective configuration of the daemon: the YAML file with the command-line flags
+/// applied on top. Every field has a working default except `links`.
+public struct AppConfiguration: Sendable, Equatable {
+    public struct LinkSpec: Sendable, Equatable {
+        public var interface: String
+        public var domain: DNSName
+        /// nil: detected from the interface's addresses at start-up.
+        public var subnets: [IPPrefix]?
+
+        public init(interface: String, domain: DNSName, subnets: [IPPrefix]? = nil) {
+            self.interface = interface
+            self.domain = domain
+            self.subnets = subnets
+        }
+    }
+
+    public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
+        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+        /// `ADDR:PORT`, with IPv6 in brackets: `0.0.0.0:53`, `[::1]:5300`.
+        public init?(_ text: String) {
+            let host: Substring
+            let portText: Substring
+            if text.hasPrefix("[") {
+                guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
+                    return nil
+                }
+                host = text[text.index(after: text.startIndex)..<close]
+                portText = text[text.index(close, offsetBy: 2)...]
+                guard host.contains(":") else { return nil }
+            } else {
+                guard let colon = text.lastIndex(of: ":") else { return nil }
+                host = text[..<colon]
+                portText = text[text.index(after: colon)...]
+                guard !host.contains(":") else { return nil }
+            }
+            guard IPPrefix.parseAddress(String(host)) != nil, let port = Int(portText), (0...65535).contains(port)
+            else { return nil }
+            self.init(host: String(host), port: port)
+        }
+    }
+
+    public var links: [LinkSpec] = []
+    public var listen: [ListenAddress] = [
+        ListenAddress(host: "::", port: 53), ListenAddress(host: "0.0.0.0", port: 53),
+    ]
+    /// NS target and SOA MNAME; nil means this host's name.
+    public var serverName: DNSName?
+    public var hostmaster: DNSName?
+    public var logLevel = "info"
+
+    public var negativeTimeoutSeconds = 6.0
+    public var collectionWindowMilliseconds = 50
+    public var browseIdleTimeoutSeconds = 120.0
+    public var suppressLinkLocal = true
+    public var mdnsQueriesPerSecond = 20.0
+    public var mdnsQueryBurst = 40.0
+    public var maxUDPPayload = 1232
+
+    public var tcpIdleTimeoutSeconds = 10.0
+    public var tcpMaxConnections = 1024
+    public var tcpMaxConnectionsPerClient = 64
+    public var tcpMaxInFlightPerConnection = 64
+
+    public var avahiObjectsPerClient = 900
+    public var avahiObjectBudget = 8192
+
+    public init() {}
+}
+
+/// One problem with the configuration, printed as one line: the key, the value, and why.
+public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var key: String
+    public var value: String?
+    public var reason: String
+
+    public init(key: String, value: String? = nil, reason: String) {
+        self.key = key
+        self.value = value
+        self.reason = reason
+    }
+
+    public var description: String {
+        if let value { return "\(key): \"\(value)\": \(reason)" }
+        return "\(key): \(reason)"
+    }
+}
+
+/// Several configuration problems at once, so an operator fixes them in one go.
+public struct ConfigErrors: Error, Sendable, CustomStringConvertible {
+    public var errors: [ConfigError]
+    public init(_ errors: [ConfigError]) { self.errors = errors }
+    public var description: String { errors.map(\.description).joined(separator: "\n") }
+}

@@ -1,0 +1,60 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import DiscoveryProxy
+
+/// The host's network interfaces and their prefixes, read with getifaddrs(3).
+public struct InterfaceTable: Sendable {
+    public var prefixes: [String: [IPPrefix]]
+
+    public init(prefixes: [String: [IPPrefix]]) {
+        self.prefixes = prefixes
+    }
+
+    public func exists(_ name: String) -> Bool { prefixes[name] != nil }
+
+    /// A snapshot of the system's interfaces (including those without addresses).
+    public static func system() -> InterfaceTable {
+        var table: [String: [IPPrefix]] = [:]
+        var head: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&head) == 0, let first = head else { return InterfaceTable(prefixes: [:]) }
+        defer { freeifaddrs(head) }
+        var cursor: UnsafeMutablePointer<ifaddrs>? = first
+        while let entry = cursor {
+            defer { cursor = entry.pointee.ifa_next }
+            let name = String(cString: entry.pointee.ifa_name)
+            if table[name] == nil { table[name] = [] }
+            guard let address = entry.pointee.ifa_addr, let mask = entry.pointee.ifa_netmask else { continue }
+            guard let bytes = addressBytes(address), let maskBytes = addressBytes(mask) else { continue }
+            let length = maskBytes.reduce(0) { $0 + $1.nonzeroBitCount }
+            if let prefix = IPPrefix(address: bytes, length: length), !table[name]!.contains(prefix) {
+                table[name]!.append(prefix)
+            }
+        }
+        return InterfaceTable(prefixes: table)
+    }
+
+    private static func addressBytes(_ address: UnsafeMutablePointer<sockaddr>) -> [UInt8]? {
+        switch Int32(address.pointee.sa_family) {
+        case AF_INET:
+            return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
+                withUnsafeBytes(of: sin.pointee.sin_addr) { Array($0) }
+            }
+        case AF_INET6:
+            return address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
+                withUnsafeBytes(of: sin6.pointee.sin6_addr) { Array($0) }
+            }
+        default:
+            return nil
+        }
+    }
+}
+
+/// This host's name, for the default NS/SOA MNAME.
+public func systemHostName() -> String {
+    var buffer = [CChar](repeating: 0, count: 256)
+    guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
+    return String(cString: buffer)
+}

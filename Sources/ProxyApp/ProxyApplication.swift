@@ -1,0 +1,80 @@
+import DNSServer
+import DiscoveryProxy
+import Logging
+import MDNS
+import ServiceLifecycle
+import UnixSignals
+
+/// A failure to start: printed as one line, exit status 1 (port in use, no permission,
+/// avahi client library failure).
+public struct StartupError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Adapts the front ends' byte-level contract to the proxy logic.
+struct ProxyResponder: DNSResponder {
+    let proxy: DiscoveryProxy
+
+    func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void) {
+        proxy.handle(query: query, overTCP: client.transport == .tcp, respond: respond)
+    }
+}
+
+/// The daemon: avahi backend, proxy logic and DNS listeners, run until SIGTERM/SIGINT.
+public struct ProxyApplication: Sendable {
+    public let configuration: AppConfiguration
+    public let logger: Logger
+
+    public init(configuration: AppConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        let interfaces = InterfaceTable.system()
+        let proxyConfiguration = configuration.proxyConfiguration(interfaces: interfaces)
+        let backend: AvahiBackend
+        do {
+            backend = try AvahiBackend(
+                logger: logger, clientObjectLimit: configuration.avahiObjectsPerClient,
+                totalObjectBudget: configuration.avahiObjectBudget)
+        } catch {
+            throw StartupError("cannot start the avahi client: \(error)")
+        }
+        defer { backend.shutdown() }
+        let proxy = DiscoveryProxy(
+            configuration: proxyConfiguration, backend: backend, scheduler: DispatchScheduler(), logger: logger)
+        defer { proxy.shutdown() }
+        for link in proxyConfiguration.links {
+            logger.info(
+                "serving link",
+                metadata: [
+                    "link.interface": "\(link.interface)", "link.zone": "\(link.zone)",
+                    "link.subnets": "\(link.subnets.map(\.description).joined(separator: ","))",
+                ])
+        }
+
+        var serverConfiguration = DNSServerConfiguration(
+            listenAddresses: configuration.listen.map { .init(host: $0.host, port: $0.port) })
+        serverConfiguration.tcpIdleTimeout = .milliseconds(Int(configuration.tcpIdleTimeoutSeconds * 1000))
+        serverConfiguration.maxTCPConnections = configuration.tcpMaxConnections
+        serverConfiguration.maxTCPConnectionsPerClient = configuration.tcpMaxConnectionsPerClient
+        serverConfiguration.maxInFlightPerConnection = configuration.tcpMaxInFlightPerConnection
+        let server = DNSServer(
+            configuration: serverConfiguration, responder: ProxyResponder(proxy: proxy), logger: logger)
+
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch let error as DNSServerError {
+            throw StartupError("\(error)")
+        } catch {
+            // ServiceGroup may wrap a service's error; keep the line short and specific.
+            throw StartupError("\(error)")
+        }
+        logger.info("shut down", metadata: ["proxy.stats": "\(proxy.stats)"])
+    }
+}

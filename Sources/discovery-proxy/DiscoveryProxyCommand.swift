@@ -1,0 +1,136 @@
+import ArgumentParser
+import DNSWire
+import Foundation
+import Logging
+import ProxyApp
+
+@main
+struct DiscoveryProxyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "discovery-proxy",
+        abstract: "Wide-area Bonjour: answers unicast DNS-SD queries for configured links from mDNS (RFC 8766).",
+        discussion: """
+            Each --link IFACE=DOMAIN serves the services found by mDNS on interface IFACE as the DNS zone DOMAIN.
+            Example: discovery-proxy --link eth1=lab1.example.com. --listen 0.0.0.0:53
+            Flags add to (--link) or override (everything else) the YAML file given with --config.
+            """)
+
+    @Option(name: .long, help: "YAML configuration file (see config/discovery-proxy.yaml).")
+    var config: String?
+
+    @Option(name: .long, help: ArgumentHelp("Serve the link on IFACE as zone DOMAIN (repeatable).", valueName: "IFACE=DOMAIN"))
+    var link: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("Serve DNS on UDP and TCP at this address (repeatable; IPv6 as [::]:53). Default [::]:53 and 0.0.0.0:53.", valueName: "ADDR:PORT"))
+    var listen: [String] = []
+
+    @Option(name: .long, help: "The proxy's own host name, used as NS target and SOA MNAME (default: this host's name).")
+    var serverName: String?
+
+    @Option(name: .long, help: "SOA RNAME, the administrator's mailbox as a domain name (default hostmaster.<zone>).")
+    var hostmaster: String?
+
+    @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String?
+
+    @Option(name: .long, help: "Seconds before a query that mDNS does not answer gets NOERROR/no data (default 6).")
+    var negativeTimeout: Double?
+
+    @Option(name: .long, help: "Milliseconds to collect further mDNS results after the first one (default 50).")
+    var collectionWindowMs: Int?
+
+    @Option(name: .long, help: "Seconds an mDNS browse is kept after the last query that used it (default 120).")
+    var browseIdleTimeout: Double?
+
+    @Option(name: .long, help: "Suppress 169.254/16 and fe80::/10 addresses in answers: true or false (default true).")
+    var suppressLinkLocal: Bool?
+
+    @Flag(name: .long, help: "Validate the configuration, print the effective configuration and exit.")
+    var checkConfig = false
+
+    func run() async throws {
+        var errors: [ConfigError] = []
+        var configuration = AppConfiguration()
+        do {
+            configuration = try effectiveConfiguration()
+            errors = configuration.validate(interfaces: InterfaceTable.system())
+        } catch let failure as ConfigErrors {
+            errors = failure.errors
+        } catch {
+            errors = [ConfigError(key: "configuration", reason: "\(error)")]
+        }
+        if !errors.isEmpty {
+            for error in errors { printError("discovery-proxy: error: \(error)") }
+            throw ExitCode(2)
+        }
+        if checkConfig {
+            print(configuration.render(interfaces: InterfaceTable.system()))
+            print("# configuration OK")
+            return
+        }
+        let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        do {
+            try await ProxyApplication(configuration: configuration, logger: Logger(label: "discovery-proxy")).run()
+        } catch let failure as StartupError {
+            printError("discovery-proxy: error: \(failure)")
+            throw ExitCode(1)
+        }
+    }
+
+    /// The file (if any) with the flags applied: --link adds (or replaces the same interface),
+    /// --listen replaces the file's list, the rest override single values.
+    private func effectiveConfiguration() throws -> AppConfiguration {
+        var config = AppConfiguration()
+        if let path = self.config { config = try AppConfiguration.load(file: path) }
+        var errors: [ConfigError] = []
+        for (index, text) in link.enumerated() {
+            let parts = text.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                errors.append(ConfigError(key: "--link", value: text, reason: "expected IFACE=DOMAIN, e.g. eth1=lab1.example.com."))
+                continue
+            }
+            do {
+                let spec = AppConfiguration.LinkSpec(interface: String(parts[0]), domain: try DNSName(String(parts[1])))
+                config.links.removeAll { $0.interface == spec.interface }
+                config.links.append(spec)
+            } catch {
+                errors.append(ConfigError(key: "--link[\(index)]", value: text, reason: "not a valid domain name: \(error)"))
+            }
+        }
+        if !listen.isEmpty {
+            config.listen = []
+            for text in listen {
+                guard let address = AppConfiguration.ListenAddress(text) else {
+                    errors.append(ConfigError(key: "--listen", value: text, reason: "expected ADDR:PORT, e.g. 0.0.0.0:53 or [::]:53"))
+                    continue
+                }
+                config.listen.append(address)
+            }
+        }
+        func name(_ text: String?, _ key: String) -> DNSName? {
+            guard let text else { return nil }
+            do { return try DNSName(text) } catch {
+                errors.append(ConfigError(key: key, value: text, reason: "not a valid domain name: \(error)"))
+                return nil
+            }
+        }
+        if let serverName = name(serverName, "--server-name") { config.serverName = serverName }
+        if let hostmaster = name(hostmaster, "--hostmaster") { config.hostmaster = hostmaster }
+        if let logLevel { config.logLevel = logLevel }
+        if let negativeTimeout { config.negativeTimeoutSeconds = negativeTimeout }
+        if let collectionWindowMs { config.collectionWindowMilliseconds = collectionWindowMs }
+        if let browseIdleTimeout { config.browseIdleTimeoutSeconds = browseIdleTimeout }
+        if let suppressLinkLocal { config.suppressLinkLocal = suppressLinkLocal }
+        if !errors.isEmpty { throw ConfigErrors(errors) }
+        return config
+    }
+
+    private func printError(_ line: String) {
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+}

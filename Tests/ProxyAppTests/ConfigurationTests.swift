@@ -1,0 +1,91 @@
+import DNSWire
+import DiscoveryProxy
+import Foundation
+import ProxyApp
+import Testing
+
+@Suite("Configuration: YAML, flags and validation")
+struct ConfigurationTests {
+    let interfaces = InterfaceTable(prefixes: [
+        "lo": [IPPrefix("127.0.0.0/8")!],
+        "eth1": [IPPrefix("192.0.2.1/24")!, IPPrefix("fe80::1/64")!],
+        "eth2": [IPPrefix("198.51.100.1/24")!],
+    ])
+
+    @Test("the shipped example file parses and, with a link, validates")
+    func exampleFile() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../config/discovery-proxy.yaml").path
+        var config = try AppConfiguration.load(file: path)
+        #expect(config.links.isEmpty)
+        #expect(config.listen.map(\.description) == ["[::]:53", "0.0.0.0:53"])
+        #expect(config.negativeTimeoutSeconds == 6)
+        config.links = [.init(interface: "eth1", domain: try DNSName("lab1.example."))]
+        config.serverName = try DNSName("ns.example.")
+        #expect(config.validate(interfaces: interfaces).isEmpty)
+    }
+
+    @Test("a full file maps onto the proxy configuration, subnets detected without link-local")
+    func fullFile() throws {
+        let config = try AppConfiguration.parse(yaml: """
+            links:
+              - interface: eth1
+                domain: "Building 1.example."
+              - interface: eth2
+                domain: lab2.example.
+                subnets: [198.51.100.0/25]
+            listen: ["127.0.0.1:5300", "[::1]:5300"]
+            server-name: ns.example.
+            negative-timeout: 3
+            suppress-link-local: false
+            tcp: {idle-timeout: 5}
+            """)
+        #expect(config.validate(interfaces: interfaces).isEmpty)
+        let proxy = config.proxyConfiguration(interfaces: interfaces)
+        #expect(proxy.links[0].zone.labels[0] == Array("Building 1".utf8))
+        #expect(proxy.links[0].subnets == [IPPrefix("192.0.2.0/24")!])
+        #expect(proxy.links[1].subnets == [IPPrefix("198.51.100.0/25")!])
+        #expect(proxy.negativeTimeout == .seconds(3))
+        #expect(!proxy.suppressLinkLocal)
+        #expect(config.tcpIdleTimeoutSeconds == 5)
+        #expect(config.listen[1].host == "::1")
+    }
+
+    @Test("every error names the key, the value and why, all at once")
+    func errors() throws {
+        #expect(throws: ConfigErrors.self) {
+            try AppConfiguration.parse(yaml: "links: [{interface: eth1, domain: 'a..b'}]\nbogus: 1\nlisten: [nope]")
+        }
+        do {
+            _ = try AppConfiguration.parse(yaml: "links: [{interface: eth1, domain: 'a..b'}]\nbogus: 1\nlisten: [nope]")
+        } catch {
+            let lines = error.errors.map(\.description)
+            #expect(lines.contains { $0.hasPrefix("links[0].domain: \"a..b\"") })
+            #expect(lines.contains("bogus: unknown key"))
+            #expect(lines.contains { $0.hasPrefix("listen[0]: \"nope\"") })
+        }
+        var config = AppConfiguration()
+        config.serverName = try DNSName("ns.lab1.example.")
+        config.links = [
+            .init(interface: "eth9", domain: try DNSName("lab1.example.")),
+            .init(interface: "eth1", domain: try DNSName("LAB1.example.")),
+            .init(interface: "eth2", domain: try DNSName("printers.local.")),
+        ]
+        let lines = config.validate(interfaces: interfaces).map(\.description)
+        #expect(lines.contains { $0.hasPrefix("links[0].interface: \"eth9\": no such network interface") })
+        #expect(lines.contains { $0.hasPrefix("links[1].domain: \"LAB1.example.\": duplicate domain") })
+        #expect(lines.contains { $0.hasPrefix("links[2].domain: \"printers.local.\"") })
+        #expect(lines.contains { $0.hasPrefix("server-name: \"ns.lab1.example.\": lies inside") })
+        #expect(AppConfiguration().validate(interfaces: interfaces).map(\.key) == ["links"])
+    }
+
+    @Test("listen addresses parse IPv4 and bracketed IPv6 only")
+    func listenAddresses() {
+        #expect(AppConfiguration.ListenAddress("0.0.0.0:53")?.port == 53)
+        #expect(AppConfiguration.ListenAddress("[::]:5300")?.host == "::")
+        #expect(AppConfiguration.ListenAddress("::1:53") == nil)
+        #expect(AppConfiguration.ListenAddress("[192.0.2.1]:53") == nil)
+        #expect(AppConfiguration.ListenAddress("192.0.2.1:99999") == nil)
+        #expect(AppConfiguration.ListenAddress("localhost:53") == nil)
+    }
+}
