@@ -49,16 +49,9 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
     var checkConfig = false
 
     func run() async throws {
-        var errors: [ConfigError] = []
-        var configuration = AppConfiguration()
-        do {
-            configuration = try effectiveConfiguration()
-            errors = configuration.validate(interfaces: InterfaceTable.system())
-        } catch let failure as ConfigErrors {
-            errors = failure.errors
-        } catch {
-            errors = [ConfigError(key: "configuration", reason: "\(error)")]
-        }
+        // Report everything wrong at once: file, flags, then the merged result.
+        var (configuration, errors) = effectiveConfiguration()
+        errors += configuration.validate(interfaces: InterfaceTable.system())
         if !errors.isEmpty {
             for error in errors { printError("discovery-proxy: error: \(error)") }
             throw ExitCode(2)
@@ -84,10 +77,18 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
 
     /// The file (if any) with the flags applied: --link adds (or replaces the same interface),
     /// --listen replaces the file's list, the rest override single values.
-    private func effectiveConfiguration() throws -> AppConfiguration {
+    private func effectiveConfiguration() -> (AppConfiguration, [ConfigError]) {
         var config = AppConfiguration()
-        if let path = self.config { config = try AppConfiguration.load(file: path) }
         var errors: [ConfigError] = []
+        if let path = self.config {
+            do {
+                config = try AppConfiguration.load(file: path)
+            } catch let failure as ConfigErrors {
+                errors += failure.errors
+            } catch {
+                errors.append(ConfigError(key: "--config", value: path, reason: "\(error)"))
+            }
+        }
         for (index, text) in link.enumerated() {
             let parts = text.split(separator: "=", maxSplits: 1)
             guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
@@ -126,8 +127,7 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
         if let collectionWindowMs { config.collectionWindowMilliseconds = collectionWindowMs }
         if let browseIdleTimeout { config.browseIdleTimeoutSeconds = browseIdleTimeout }
         if let suppressLinkLocal { config.suppressLinkLocal = suppressLinkLocal }
-        if !errors.isEmpty { throw ConfigErrors(errors) }
-        return config
+        return (config, errors)
     }
 
     private func printError(_ line: String) {
