@@ -70,6 +70,21 @@ def query(qname, rdtype, *, tcp=False, v6=False, edns=0, payload=1232, options=N
     return r, elapsed
 
 
+def browse_until(qname, want, timeout=5.0, **kw):
+    """Repeat a PTR query until every name in `want` is listed (or timeout).
+
+    RFC 8766 §5.6 lets the first answer carry only what the first mDNS
+    packets brought (answer at the first result), so a complete set may
+    need a repeat once slower responders have answered."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r, dt = query(qname, dns.rdatatype.PTR, **kw)
+        got = ptr_targets(r, qname)
+        if set(want) <= got or time.monotonic() >= deadline:
+            return r, got
+        time.sleep(0.5)
+
+
 def udp_raw(wire: bytes, timeout=3.0, v6=False):
     """Send raw bytes over UDP; return the reply bytes or None on timeout."""
     fam = socket.AF_INET6 if v6 else socket.AF_INET
