@@ -50,7 +50,7 @@ def make_query(qname, rdtype, *, edns=0, payload=1232, options=None, flags=None)
 
 
 def query(qname, rdtype, *, tcp=False, v6=False, edns=0, payload=1232, options=None,
-          timeout=10.0, check=True):
+          timeout=10.0, check=True, port=L.PROXY_PORT):
     """Send one query to the proxy; return (response, elapsed seconds).
 
     edns=-1 sends no OPT.  With check=True the response is run through
@@ -60,9 +60,9 @@ def query(qname, rdtype, *, tcp=False, v6=False, edns=0, payload=1232, options=N
     t0 = time.monotonic()
     with L.netns(L.NS_R):
         if tcp:
-            r = dns.query.tcp(q, addr, port=L.PROXY_PORT, timeout=timeout)
+            r = dns.query.tcp(q, addr, port=port, timeout=timeout)
         else:
-            r = dns.query.udp(q, addr, port=L.PROXY_PORT, timeout=timeout,
+            r = dns.query.udp(q, addr, port=port, timeout=timeout,
                               ignore_unexpected=True)
     elapsed = time.monotonic() - t0
     if check:

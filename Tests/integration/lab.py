@@ -538,29 +538,33 @@ class Lab:
         p = os.environ.get("DISCOVERY_PROXY_BIN", ".build/debug/discovery-proxy")
         return p if os.path.isabs(p) else os.path.join(REPO, p)
 
-    def start_proxy(self, extra_args=(), timeout=30):
+    def start_proxy(self, extra_args=(), timeout=30, name="proxy", port=PROXY_PORT, v6=True):
+        """Start the proxy in dpt-r (`name` keys its log); wait for the apex SOA."""
         binary = self.proxy_bin()
         if not os.access(binary, os.X_OK):
             raise RuntimeError("proxy binary %s not found (build it or set DISCOVERY_PROXY_BIN)" % binary)
         cmd = [binary, "--link", "%s=%s" % (R_IF1, ZONE1), "--link", "%s=%s" % (R_IF2, ZONE2),
-               "--listen", "%s:%d" % (PROXY_ADDR, PROXY_PORT),
-               "--listen", "[%s]:%d" % (PROXY_ADDR6, PROXY_PORT),
-               "--server-name", SERVER_NAME, "--log-level", "debug"] + list(extra_args)
-        self.spawn(NS_R, cmd, "proxy", env_extra={"DBUS_SYSTEM_BUS_ADDRESS": self.dbus_addr})
-        self.proxy = self.procs["proxy"]
+               "--listen", "%s:%d" % (PROXY_ADDR, port)]
+        if v6:
+            cmd += ["--listen", "[%s]:%d" % (PROXY_ADDR6, port)]
+        cmd += ["--server-name", SERVER_NAME, "--log-level", "debug"] + list(extra_args)
+        proc = self.spawn(NS_R, cmd, name, env_extra={"DBUS_SYSTEM_BUS_ADDRESS": self.dbus_addr})
+        if name == "proxy":
+            self.proxy = proc
 
         def soa_ok():
-            self.check_alive("proxy")
+            self.check_alive(name)
             import dns.message
             import dns.query
             import dns.rcode
             import dns.rdatatype
             q = dns.message.make_query(ZONE1, dns.rdatatype.SOA)
             with netns(NS_R):
-                r = dns.query.udp(q, PROXY_ADDR, port=PROXY_PORT, timeout=1)
+                r = dns.query.udp(q, PROXY_ADDR, port=port, timeout=1)
             return r.rcode() == dns.rcode.NOERROR and any(
                 rr.rdtype == dns.rdatatype.SOA for rr in r.answer)
-        wait_for(soa_ok, timeout, interval=0.3, what="proxy to answer the apex SOA")
+        wait_for(soa_ok, timeout, interval=0.3, what="%s to answer the apex SOA" % name)
+        return proc
 
     def stop_proxy(self):
         self.stop_proc("proxy")

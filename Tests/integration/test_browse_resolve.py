@@ -2,6 +2,8 @@
 name rewriting (RFC 8766 §5.1, §5.3, §5.5, §5.5.2, §5.5.4; RFC 6763 §4.1,
 §6, §7.1, §9, §12)."""
 
+import time
+
 import dns.flags
 import dns.rcode
 import dns.rdatatype as T
@@ -244,3 +246,29 @@ def test_ipv6_listener(lab):
     assert name("Printer One", "_ipp", "_tcp") in got
     r, _ = query(ZONE1, T.SOA, v6=True, tcp=True)
     assert rrset(r, ZONE1, T.SOA) is not None
+
+
+@pytest.fixture(scope="module")
+def proxy_no_suppress(lab):
+    """A second proxy on 127.0.0.1:5301 with --suppress-link-local false."""
+    lab.start_proxy(["--suppress-link-local", "false"], name="proxy-nosuppress", port=5301,
+                    v6=False)
+    yield 5301
+    lab.stop_proc("proxy-nosuppress")
+
+
+def test_link_local_addresses_with_suppression_off(lab, proxy_no_suppress):
+    """RFC 8766 §5.5.2 (SHOULD be configurable): with the option off, the
+    169.254/16 and fe80::/10 addresses are returned as well."""
+    h = name(L.MIXED_HOST)
+    for rdtype, want in ((T.A, {"192.0.2.77", "169.254.7.7"}),
+                         (T.AAAA, {"2001:db8:1::77", "fe80::77"})):
+        deadline = time.monotonic() + 5
+        while True:  # the first answer may hold only the first mDNS packet's records
+            r, _ = query(h, rdtype, port=proxy_no_suppress)
+            rs = rrset(r, h, rdtype)
+            got = {rd.address for rd in rs} if rs else set()
+            if got == want or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert got == want, r
