@@ -267,7 +267,9 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                 name,
                 RRClass.in.rawValue,
                 query.question.type.rawValue,
-                AvahiLookupFlags(rawValue: 0),
+                // Always multicast: without the flag avahi may ask wide-area unicast DNS for
+                // names outside .local (reverse names, RFC 8766 §5.4), or loop back to us.
+                AVAHI_LOOKUP_USE_MULTICAST,
                 recordCallback,
                 Unmanaged.passUnretained(query).toOpaque()
             )
