@@ -24,13 +24,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
         { apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"; }
 fi
 
+# SWIFTPM_SCRATCH_PATH (optional) builds elsewhere than .build, e.g. beside another build.
+SCRATCH="${SWIFTPM_SCRATCH_PATH:-.build}"
 echo "=== swift build"
-swift build
+swift build --scratch-path "$SCRATCH"
 echo "=== swift test"
 unit_rc=0
-swift test || unit_rc=$?
+swift test --scratch-path "$SCRATCH" || unit_rc=$?
 echo "=== integration tests"
-export DISCOVERY_PROXY_BIN="${DISCOVERY_PROXY_BIN:-.build/debug/discovery-proxy}"
+export DISCOVERY_PROXY_BIN="${DISCOVERY_PROXY_BIN:-$SCRATCH/debug/discovery-proxy}"
 # Debian's python3 has dnspython/zeroconf/pytest; a pyenv python3 on PATH does not.
 it_rc=0
 /usr/bin/python3 -m pytest -v -rfE -p no:cacheprovider Tests/integration "$@" || it_rc=$?
