@@ -79,7 +79,7 @@ let package = Package(
 
         .testTarget(name: "DNSWireTests", dependencies: ["DNSWire"], swiftSettings: swiftSettings),
         .testTarget(name: "MDNSTests", dependencies: ["MDNS"], exclude: ["lab.sh"], swiftSettings: swiftSettings),
-        .testTarget(name: "ProxyAppTests", dependencies: ["ProxyApp", "DiscoveryProxy", "DNSWire"], swiftSettings: swiftSettings),
+        .testTarget(name: "ProxyAppTests", dependencies: ["ProxyApp", "DiscoveryProxy", "DNSWire", "DNSServer"], swiftSettings: swiftSettings),
         .testTarget(name: "DiscoveryProxyTests", dependencies: ["DiscoveryProxy", "DNSWire", "MDNS"], swiftSettings: swiftSettings),
         .testTarget(
             name: "DNSServerTests",

@@ -28,28 +28,38 @@ public struct DNSName: Sendable, CustomStringConvertible {
     /// Parses presentation format: `\.` and `\\` escapes, `\DDD` decimal bytes (RFC 1035 §5.1).
     /// A trailing dot is optional; every name is taken as absolute.
     public init(_ text: String) throws(DNSNameError) {
-        var labels: [[UInt8]] = []
-        var current: [UInt8] = []
-        let bytes = Array(text.utf8)
-        var index = 0
+        try self.init(presentation: text.utf8, text: text)
+    }
+
+    /// The same parser over bytes, for text that need not be valid UTF-8 (avahi's names).
+    public init(presentation bytes: some Collection<UInt8>) throws(DNSNameError) {
+        try self.init(presentation: bytes, text: nil)
+    }
+
+    private init(presentation input: some Collection<UInt8>, text: String?) throws(DNSNameError) {
+        let bytes = Array(input)
+        func badEscape() -> DNSNameError { .badEscape(text ?? String(decoding: bytes, as: UTF8.self)) }
         if bytes == [UInt8(ascii: ".")] {
             self = .root
             return
         }
+        var labels: [[UInt8]] = []
+        var current: [UInt8] = []
+        var index = 0
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\\") {
                 index += 1
-                guard index < bytes.count else { throw .badEscape(text) }
+                guard index < bytes.count else { throw badEscape() }
                 let next = bytes[index]
                 if next >= UInt8(ascii: "0") && next <= UInt8(ascii: "9") {
-                    guard index + 2 < bytes.count else { throw .badEscape(text) }
+                    guard index + 2 < bytes.count else { throw badEscape() }
                     var value = 0
                     for digit in bytes[index...index + 2] {
-                        guard digit >= UInt8(ascii: "0") && digit <= UInt8(ascii: "9") else { throw .badEscape(text) }
+                        guard digit >= UInt8(ascii: "0") && digit <= UInt8(ascii: "9") else { throw badEscape() }
                         value = value * 10 + Int(digit - UInt8(ascii: "0"))
                     }
-                    guard value <= 255 else { throw .badEscape(text) }
+                    guard value <= 255 else { throw badEscape() }
                     current.append(UInt8(value))
                     index += 3
                 } else {

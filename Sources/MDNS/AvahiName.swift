@@ -50,45 +50,11 @@ enum AvahiName {
     }
 
     /// Parses avahi text into labels. Accepts what `avahi_unescape_label` accepts plus, leniently,
-    /// `\x` for any other character x (taken literally). A trailing dot is optional; `""` and
-    /// `"."` are the root. Nil for an empty inner label, a bad escape, or an invalid `DNSName`.
+    /// `\x` for any other character x (taken literally): DNS presentation format, byte for byte.
+    /// A trailing dot is optional; `""` and `"."` are the root. Nil for an empty inner label, a
+    /// bad escape, or an invalid `DNSName`.
     static func unescape<Bytes: Collection<UInt8>>(_ text: Bytes) -> DNSName? {
-        let bytes = Array(text)
-        if bytes.isEmpty || bytes == [UInt8(ascii: ".")] { return .root }
-        var labels: [[UInt8]] = []
-        var current: [UInt8] = []
-        var index = 0
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\\") {
-                index += 1
-                guard index < bytes.count else { return nil }
-                let next = bytes[index]
-                if self.isDigit(next) {
-                    guard index + 2 < bytes.count, self.isDigit(bytes[index + 1]), self.isDigit(bytes[index + 2])
-                    else { return nil }
-                    let value =
-                        Int(next - UInt8(ascii: "0")) * 100 + Int(bytes[index + 1] - UInt8(ascii: "0")) * 10
-                        + Int(bytes[index + 2] - UInt8(ascii: "0"))
-                    guard value <= 255 else { return nil }
-                    current.append(UInt8(value))
-                    index += 3
-                } else {
-                    current.append(next)
-                    index += 1
-                }
-            } else if byte == UInt8(ascii: ".") {
-                guard !current.isEmpty else { return nil }
-                labels.append(current)
-                current = []
-                index += 1
-            } else {
-                current.append(byte)
-                index += 1
-            }
-        }
-        if !current.isEmpty { labels.append(current) }
-        return try? DNSName(labels: labels)
+        try? DNSName(presentation: text)
     }
 
     /// Parses the NUL-terminated text avahi hands to a callback; copies it.
@@ -103,9 +69,5 @@ enum AvahiName {
         var length = 0
         while pointer[length] != 0 { length += 1 }
         return length
-    }
-
-    private static func isDigit(_ byte: UInt8) -> Bool {
-        byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
     }
 }

@@ -1,3 +1,4 @@
+import DNSServer
 import DNSWire
 import DiscoveryProxy
 
@@ -17,39 +18,8 @@ public struct AppConfiguration: Sendable, Equatable {
         }
     }
 
-    public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
-        public var host: String
-        public var port: Int
-
-        public init(host: String, port: Int) {
-            self.host = host
-            self.port = port
-        }
-
-        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
-
-        /// `ADDR:PORT`, with IPv6 in brackets: `0.0.0.0:53`, `[::1]:5300`.
-        public init?(_ text: String) {
-            let host: Substring
-            let portText: Substring
-            if text.hasPrefix("[") {
-                guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
-                    return nil
-                }
-                host = text[text.index(after: text.startIndex)..<close]
-                portText = text[text.index(close, offsetBy: 2)...]
-                guard host.contains(":") else { return nil }
-            } else {
-                guard let colon = text.lastIndex(of: ":") else { return nil }
-                host = text[..<colon]
-                portText = text[text.index(after: colon)...]
-                guard !host.contains(":") else { return nil }
-            }
-            guard IPPrefix.parseAddress(String(host)) != nil, let port = Int(portText), (0...65535).contains(port)
-            else { return nil }
-            self.init(host: String(host), port: port)
-        }
-    }
+    /// A listen address is the front end's own type; parsing its text form lives here.
+    public typealias ListenAddress = DNSServerConfiguration.ListenAddress
 
     public var links: [LinkSpec] = []
     public var listen: [ListenAddress] = [
@@ -102,4 +72,28 @@ public struct ConfigErrors: Error, Sendable, CustomStringConvertible {
     public var errors: [ConfigError]
     public init(_ errors: [ConfigError]) { self.errors = errors }
     public var description: String { errors.map(\.description).joined(separator: "\n") }
+}
+
+extension DNSServerConfiguration.ListenAddress {
+    /// `ADDR:PORT`, with IPv6 in brackets: `0.0.0.0:53`, `[::1]:5300`. Numeric addresses only.
+    public init?(_ text: String) {
+        let host: Substring
+        let portText: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
+                return nil
+            }
+            host = text[text.index(after: text.startIndex)..<close]
+            portText = text[text.index(close, offsetBy: 2)...]
+            guard host.contains(":") else { return nil }
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { return nil }
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+            guard !host.contains(":") else { return nil }
+        }
+        guard IPPrefix.parseAddress(String(host)) != nil, let port = Int(portText), (0...65535).contains(port)
+        else { return nil }
+        self.init(host: String(host), port: port)
+    }
 }

@@ -55,8 +55,7 @@ public struct ProxyApplication: Sendable {
                 ])
         }
 
-        var serverConfiguration = DNSServerConfiguration(
-            listenAddresses: configuration.listen.map { .init(host: $0.host, port: $0.port) })
+        var serverConfiguration = DNSServerConfiguration(listenAddresses: configuration.listen)
         serverConfiguration.tcpIdleTimeout = .milliseconds(Int(configuration.tcpIdleTimeoutSeconds * 1000))
         serverConfiguration.maxTCPConnections = configuration.tcpMaxConnections
         serverConfiguration.maxTCPConnectionsPerClient = configuration.tcpMaxConnectionsPerClient

@@ -1,3 +1,4 @@
+import DNSServer
 import DNSWire
 import DiscoveryProxy
 import Foundation
