@@ -313,6 +313,14 @@ public final class DiscoveryProxy: Sendable {
             return (waiter, snapshot)
         }
         guard let (waiter, snapshot) = found else { return }
+        if snapshot.answers.isEmpty && backend.state != .running {
+            // The daemon is away: "nothing found" would be a lie that clients cache. SERVFAIL
+            // tells them to try again.
+            logger.debug("mDNS backend \(backend.state.rawValue): SERVFAIL", metadata: ["mdns.question": "\(key)"])
+            count(\.servFail)
+            send(failure(waiter.query, .servFail), limit: waiter.limit, to: waiter.respond)
+            return
+        }
         logger.debug("mDNS query timed out", metadata: ["mdns.question": "\(key)"])
         send(answer(waiter.query, plan: waiter.plan, snapshot: snapshot), limit: waiter.limit, to: waiter.respond)
     }

@@ -73,6 +73,19 @@ struct DiscoveryProxyTests {
         #expect(h.ask("nosuch._ipp._tcp.lab1.example.", .txt).isAnswered)
     }
 
+    @Test("with the mDNS daemon away, a miss ends in SERVFAIL, not a cacheable negative")
+    func daemonAway() throws {
+        let h = Harness()
+        h.backend.state = .connecting
+        let reply = h.ask("_ipp._tcp.lab1.example.", .ptr)
+        h.clock.advance(by: .seconds(6))
+        #expect(reply.message?.rcode == .servFail)
+        h.backend.state = .running
+        let later = h.ask("_ipp._tcp.lab1.example.", .txt)
+        h.clock.advance(by: .seconds(6))
+        #expect(later.message?.rcode == .noError)
+    }
+
     @Test("a second client joining a pending browse shares the mDNS query and the first deadline")
     func joinPending() throws {
         let h = Harness()

@@ -25,7 +25,11 @@ final class ScriptedBackend: MDNSBackend {
         self.interfaces = interfaces
     }
 
-    var state: MDNSBackendState { .running }
+    private let currentState = Mutex(MDNSBackendState.running)
+    var state: MDNSBackendState {
+        get { currentState.withLock { $0 } }
+        set { currentState.withLock { $0 = newValue } }
+    }
 
     func startQuery(
         _ question: MDNSQuestion, handler: @escaping @Sendable (MDNSEvent) -> Void
