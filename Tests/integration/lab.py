@@ -41,7 +41,11 @@ from xml.sax.saxutils import escape as xml_escape
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 
-NS_R, NS_L1, NS_L2 = "dpt-r", "dpt-l1", "dpt-l2"
+# DPT_LAB_ID lets two labs run side by side (e.g. two engineers' suites on one
+# host): namespaces become dpt-<id>-r etc., and each lab cleans up only its own.
+LAB_ID = os.environ.get("DPT_LAB_ID", "").strip()
+NS_PREFIX = "dpt-%s-" % LAB_ID if LAB_ID else "dpt-"
+NS_R, NS_L1, NS_L2 = NS_PREFIX + "r", NS_PREFIX + "l1", NS_PREFIX + "l2"
 R_IF1, R_IF2 = "dpr-l1", "dpr-l2"  # router side of link 1 / link 2
 L1_IF, L2_IF = "dpl1-r", "dpl2-r"  # far side
 
@@ -179,9 +183,10 @@ def kill_pid(pid, sig=signal.SIGTERM):
 
 
 def cleanup_stale():
-    """Delete leftover dpt-* namespaces and kill the processes inside them."""
+    """Delete this lab's leftover namespaces (NS_R, NS_L1, NS_L2) and kill the
+    processes inside them; other labs' namespaces (another DPT_LAB_ID) are left alone."""
     for ns in list_netns():
-        if not ns.startswith("dpt-"):
+        if ns not in (NS_R, NS_L1, NS_L2):
             continue
         pids = run(["ip", "netns", "pids", ns], check=False).stdout.split()
         for p in pids:
@@ -470,6 +475,54 @@ class Lab:
                   % (svc, conf))
         env = {"DBUS_SYSTEM_BUS_ADDRESS": self.dbus_addr} if dbus else None
         self.spawn(ns, ["sh", "-c", script], name, env_extra=env)
+
+    def stop_router_avahi(self):
+        """SIGTERM the router's avahi-daemon (by its PID) and wait for it to exit."""
+        p = self.procs.get("avahi-r")
+        pid = None if p is None else p.pid
+        self.stop_proc("avahi-r")
+        return pid
+
+    def start_router_avahi(self, timeout=20):
+        """Start the router's avahi-daemon exactly as start() does; wait for it on D-Bus."""
+        self._avahi(NS_R, "avahi-r", "dpt-router", [R_IF1, R_IF2], True, [])
+        env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.dbus_addr)
+        wait_for(lambda: self.check_alive("avahi-r") is None and nsrun(
+                     NS_R, ["avahi-browse", "-p", "-t", "-k", "_none._tcp"],
+                     check=False, env=env, timeout=10).returncode == 0,
+                 timeout, interval=0.5, what="avahi-daemon in dpt-r on D-Bus")
+        return self.procs["avahi-r"].pid
+
+    def restart_router_avahi(self, down_seconds=0.0):
+        """Kill the router's avahi-daemon, wait `down_seconds`, start it again."""
+        old = self.stop_router_avahi()
+        time.sleep(down_seconds)
+        return old, self.start_router_avahi()
+
+    def far_services_dir(self, name):
+        """The static-services directory of far avahi-daemon `name` (avahi-l1,
+        avahi-l2): avahi-daemon watches it (inotify) and publishes or withdraws
+        services as .service files appear or disappear."""
+        return os.path.join(self.dir, name, "services")
+
+    def add_far_services(self, name, services, prefix):
+        """Write one .service file per (name, type, port, subtypes, txts) into
+        far avahi-daemon `name`'s services directory; return the file paths."""
+        d = self.far_services_dir(name)
+        paths = []
+        for i, (sname, stype, port, subs, txts) in enumerate(services):
+            path = os.path.join(d, "%s%05d.service" % (prefix, i))
+            tmp = path + ".tmp"
+            self._write(tmp, self._service_xml(sname, stype, port, subs, txts))
+            paths.append((tmp, path))
+        for tmp, path in paths:  # rename: avahi never sees a half-written file
+            os.rename(tmp, path)
+        return [path for _tmp, path in paths]
+
+    def remove_far_services(self, paths):
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
 
     def avahi_browse(self, stype=None, timeout=20):
         """avahi-browse -prt in dpt-r; return list of resolved (iface, name, type, host, addr, port, txt)."""
