@@ -10,8 +10,9 @@ extension AppConfiguration {
             errors.append(ConfigError(key: "links", reason: "no link configured: give --link IFACE=DOMAIN or a links: list"))
         }
         let local = try! DNSName("local.")
+        func entry(_ index: Int) -> String { links[index].origin ?? "links[\(index)]" }
         for (index, link) in links.enumerated() {
-            let key = "links[\(index)]"
+            let key = entry(index)
             if !interfaces.exists(link.interface) {
                 let known = interfaces.prefixes.keys.sorted().joined(separator: ", ")
                 errors.append(ConfigError(key: key + ".interface", value: link.interface,
@@ -31,14 +32,14 @@ extension AppConfiguration {
             for (otherIndex, other) in links.enumerated() where otherIndex < index {
                 if other.interface == link.interface {
                     errors.append(ConfigError(key: key + ".interface", value: link.interface,
-                        reason: "already used by links[\(otherIndex)]; each link has exactly one zone"))
+                        reason: "already used by \(entry(otherIndex)); each link has exactly one zone"))
                 }
                 if other.domain == link.domain {
                     errors.append(ConfigError(key: key + ".domain", value: "\(link.domain)",
-                        reason: "duplicate domain: already the zone of links[\(otherIndex)] (\(other.interface))"))
+                        reason: "duplicate domain: already the zone of \(entry(otherIndex)) (\(other.interface))"))
                 } else if link.domain.isSubdomain(of: other.domain) || other.domain.isSubdomain(of: link.domain) {
                     errors.append(ConfigError(key: key + ".domain", value: "\(link.domain)",
-                        reason: "overlaps the zone \(other.domain) of links[\(otherIndex)]; link zones must not nest"))
+                        reason: "overlaps the zone \(other.domain) of \(entry(otherIndex)); link zones must not nest"))
                 }
             }
         }
@@ -46,7 +47,7 @@ extension AppConfiguration {
         let server = effectiveServerName
         for (index, link) in links.enumerated() where server.isSubdomain(of: link.domain) {
             errors.append(ConfigError(key: "server-name", value: "\(server)",
-                reason: "lies inside the zone of links[\(index)]; an NS target must not (RFC 8766 §6.2)"))
+                reason: "lies inside the zone of \(entry(index)); an NS target must not (RFC 8766 §6.2)"))
         }
         func check(_ ok: Bool, _ key: String, _ value: some CustomStringConvertible, _ reason: String) {
             if !ok { errors.append(ConfigError(key: key, value: "\(value)", reason: reason)) }
@@ -96,17 +97,22 @@ extension AppConfiguration {
         return config
     }
 
-    /// The effective configuration as YAML, for `--check-config`.
+    /// Single-quoted YAML has no escapes of its own, so a name's `\032` survives a reload.
+    private func yamlQuoted(_ name: DNSName) -> String {
+        "'" + "\(name)".split(separator: "'", omittingEmptySubsequences: false).joined(separator: "''") + "'"
+    }
+
+    /// The effective configuration as YAML, for `--check-config`; it loads back as the same.
     public func render(interfaces: InterfaceTable) -> String {
         var lines = ["# effective configuration"]
-        lines.append("server-name: \(effectiveServerName)")
-        if let hostmaster { lines.append("hostmaster: \(hostmaster)") }
+        lines.append("server-name: \(yamlQuoted(effectiveServerName))")
+        if let hostmaster { lines.append("hostmaster: \(yamlQuoted(hostmaster))") }
         lines.append("listen:")
         lines += listen.map { "  - \"\($0)\"" }
         lines.append("links:")
         for link in links {
             lines.append("  - interface: \(link.interface)")
-            lines.append("    domain: \"\(link.domain)\"")
+            lines.append("    domain: \(yamlQuoted(link.domain))")
             let subnets = link.subnets ?? (interfaces.prefixes[link.interface] ?? []).filter { !$0.isLinkLocal }
             let origin = link.subnets == nil ? "  # detected" : ""
             lines.append("    subnets: [\(subnets.map(\.description).joined(separator: ", "))]\(origin)")

@@ -4,34 +4,43 @@ import Foundation
 import Yams
 
 extension AppConfiguration {
-    /// Reads the YAML file (see config/discovery-proxy.yaml for every key). Unknown keys and
-    /// values of the wrong type are errors, reported all together.
-    public static func load(file path: String) throws(ConfigErrors) -> AppConfiguration {
+    /// Reads the YAML file (see config/discovery-proxy.yaml for every key). Returns what could
+    /// be read together with every problem found (unknown keys, values of the wrong type), so
+    /// that validation can still report on the rest.
+    public static func load(file path: String) -> (AppConfiguration, [ConfigError]) {
         let text: String
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            throw ConfigErrors([ConfigError(key: "--config", value: path, reason: "cannot read file: \(error.localizedDescription)")])
+            return (AppConfiguration(), [ConfigError(key: "--config", value: path, reason: "cannot read file: \(error.localizedDescription)")])
         }
-        return try parse(yaml: text, source: path)
+        return parse(yaml: text, source: path)
     }
 
-    public static func parse(yaml text: String, source: String = "config") throws(ConfigErrors) -> AppConfiguration {
+    public static func parse(yaml text: String, source: String = "config") -> (AppConfiguration, [ConfigError]) {
         let document: Any?
         do {
             document = try Yams.load(yaml: text)
         } catch {
-            throw ConfigErrors([ConfigError(key: source, reason: "not valid YAML: \(error)")])
+            return (AppConfiguration(), [ConfigError(key: source, reason: "not valid YAML: \(error)")])
         }
         var config = AppConfiguration()
-        guard let document else { return config }  // an empty file is all defaults
+        guard let document else { return (config, []) }  // an empty file is all defaults
         guard let root = document as? [String: Any] else {
-            throw ConfigErrors([ConfigError(key: source, reason: "expected a mapping of keys at the top level")])
+            return (config, [ConfigError(key: source, reason: "expected a mapping of keys at the top level")])
         }
         var reader = YAMLReader()
         reader.read(root, into: &config)
-        if !reader.errors.isEmpty { throw ConfigErrors(reader.errors) }
-        return config
+        return (config, reader.errors)
+    }
+
+    /// Validation problems that are only echoes of a reading error are left out: no "no link
+    /// configured" when a link entry was unreadable, no "no listen address" when every listen
+    /// entry was.
+    public static func withoutEchoes(_ validation: [ConfigError], of readErrors: [ConfigError]) -> [ConfigError] {
+        validation.filter { problem in
+            !readErrors.contains { $0.key.hasPrefix(problem.key + "[") || $0.key.hasPrefix("--" + problem.key) }
+        }
     }
 }
 
@@ -128,7 +137,7 @@ private struct YAMLReader {
                     errors.append(ConfigError(key: key + ".subnets", value: "\(list)", reason: "expected a list of prefixes"))
                 }
             }
-            links.append(AppConfiguration.LinkSpec(interface: interface, domain: zone, subnets: subnets))
+            links.append(AppConfiguration.LinkSpec(interface: interface, domain: zone, subnets: subnets, origin: key))
         }
         return links
     }

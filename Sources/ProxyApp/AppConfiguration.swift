@@ -10,11 +10,15 @@ public struct AppConfiguration: Sendable, Equatable {
         public var domain: DNSName
         /// nil: detected from the interface's addresses at start-up.
         public var subnets: [IPPrefix]?
+        /// Where it was configured (`links[2]`, `--link[0]`), so errors name the entry the
+        /// operator wrote even when an unreadable entry before it was left out.
+        public var origin: String?
 
-        public init(interface: String, domain: DNSName, subnets: [IPPrefix]? = nil) {
+        public init(interface: String, domain: DNSName, subnets: [IPPrefix]? = nil, origin: String? = nil) {
             self.interface = interface
             self.domain = domain
             self.subnets = subnets
+            self.origin = origin
         }
     }
 
@@ -65,13 +69,6 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
         if let value { return "\(key): \"\(value)\": \(reason)" }
         return "\(key): \(reason)"
     }
-}
-
-/// Several configuration problems at once, so an operator fixes them in one go.
-public struct ConfigErrors: Error, Sendable, CustomStringConvertible {
-    public var errors: [ConfigError]
-    public init(_ errors: [ConfigError]) { self.errors = errors }
-    public var description: String { errors.map(\.description).joined(separator: "\n") }
 }
 
 extension DNSServerConfiguration.ListenAddress {

@@ -50,8 +50,9 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
 
     func run() async throws {
         // Report everything wrong at once: file, flags, then the merged result.
-        var (configuration, errors) = effectiveConfiguration()
-        errors += configuration.validate(interfaces: InterfaceTable.system())
+        let (configuration, readErrors) = effectiveConfiguration()
+        let errors = readErrors
+            + AppConfiguration.withoutEchoes(configuration.validate(interfaces: InterfaceTable.system()), of: readErrors)
         if !errors.isEmpty {
             for error in errors { printError("discovery-proxy: error: \(error)") }
             throw ExitCode(2)
@@ -81,13 +82,7 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
         var config = AppConfiguration()
         var errors: [ConfigError] = []
         if let path = self.config {
-            do {
-                config = try AppConfiguration.load(file: path)
-            } catch let failure as ConfigErrors {
-                errors += failure.errors
-            } catch {
-                errors.append(ConfigError(key: "--config", value: path, reason: "\(error)"))
-            }
+            (config, errors) = AppConfiguration.load(file: path)
         }
         for (index, text) in link.enumerated() {
             let parts = text.split(separator: "=", maxSplits: 1)
@@ -96,7 +91,8 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
                 continue
             }
             do {
-                let spec = AppConfiguration.LinkSpec(interface: String(parts[0]), domain: try DNSName(String(parts[1])))
+                let spec = AppConfiguration.LinkSpec(
+                    interface: String(parts[0]), domain: try DNSName(String(parts[1])), origin: "--link[\(index)]")
                 config.links.removeAll { $0.interface == spec.interface }
                 config.links.append(spec)
             } catch {
