@@ -23,9 +23,11 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
     ],
     targets: [
-        // C libraries from Debian: libldns-dev, libavahi-client-dev.
-        .systemLibrary(name: "CLDNS", pkgConfig: "libldns", providers: [.apt(["libldns-dev"])]),
-        .systemLibrary(name: "CAvahiClient", pkgConfig: "avahi-client", providers: [.apt(["libavahi-client-dev"])]),
+        // C libraries from Debian: libldns-dev, libavahi-client-dev. Headers are in /usr/include
+        // and the module maps link the libraries; no pkg-config (Debian ships no libldns.pc, and
+        // avahi-client's -D_REENTRANT is a flag SwiftPM refuses).
+        .systemLibrary(name: "CLDNS", providers: [.apt(["libldns-dev"])]),
+        .systemLibrary(name: "CAvahiClient", providers: [.apt(["libavahi-client-dev"])]),
 
         // Wire format: Sendable DNS message types; the only module that calls ldns.
         .target(name: "DNSWire", dependencies: ["CLDNS"], swiftSettings: swiftSettings),
