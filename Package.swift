@@ -13,6 +13,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "discovery-proxy", targets: ["discovery-proxy"]),
+        .executable(name: "dnssd-browse", targets: ["dnssd-browse"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -21,6 +22,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
     ],
     targets: [
         // C libraries from Debian: libldns-dev, libavahi-client-dev. Headers are in /usr/include
@@ -40,7 +44,10 @@ let package = Package(
         // RFC 8766 logic: zones, name mapping, browses, cache, query answering. No sockets.
         .target(
             name: "DiscoveryProxy",
-            dependencies: ["DNSWire", "MDNS", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "DNSWire", "MDNS", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
             swiftSettings: swiftSettings
         ),
         // UDP and TCP DNS front ends.
@@ -55,12 +62,40 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Admin HTTP endpoint: /metrics (Prometheus), /healthz, status page, /api/services.
+        .target(
+            name: "AdminHTTP",
+            dependencies: [
+                "DiscoveryProxy",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Unicast DNS-SD client (browse, resolve, enumerate) behind the dnssd-browse CLI.
+        .target(
+            name: "DNSSDClient",
+            dependencies: ["DNSWire"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "dnssd-browse",
+            dependencies: [
+                "DNSSDClient", "DNSWire",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Configuration (YAML + flags), validation and composition of the services.
         .target(
             name: "ProxyApp",
             dependencies: [
-                "DNSWire", "MDNS", "DiscoveryProxy", "DNSServer",
+                "DNSWire", "MDNS", "DiscoveryProxy", "DNSServer", "AdminHTTP",
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -81,6 +116,17 @@ let package = Package(
 
         .testTarget(name: "DNSWireTests", dependencies: ["DNSWire"], swiftSettings: swiftSettings),
         .testTarget(name: "MDNSTests", dependencies: ["MDNS"], exclude: ["lab.sh"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "AdminHTTPTests",
+            dependencies: [
+                "AdminHTTP", "DiscoveryProxy",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "DNSSDClientTests", dependencies: ["DNSSDClient", "DNSWire"], swiftSettings: swiftSettings),
         .testTarget(name: "ProxyAppTests", dependencies: ["ProxyApp", "DiscoveryProxy", "DNSWire", "DNSServer"], swiftSettings: swiftSettings),
         .testTarget(name: "DiscoveryProxyTests", dependencies: ["DiscoveryProxy", "DNSWire", "MDNS"], swiftSettings: swiftSettings),
         .testTarget(

@@ -17,6 +17,8 @@ struct BrowseKey: Hashable, Sendable, CustomStringConvertible {
 struct CachedRecord: Sendable {
     /// Arrival order, so answers list instances stably.
     var order: Int
+    /// When it arrived (scheduler time), for the status page's freshness.
+    var seenAt: Duration
     var type: RRType
     /// The mDNS owner name (in `.local.`), for additional-record owners.
     var localName: DNSName

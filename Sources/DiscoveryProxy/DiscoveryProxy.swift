@@ -64,6 +64,16 @@ public final class DiscoveryProxy: Sendable {
 
     public var stats: ProxyStats { state.withLock { $0.stats } }
 
+    /// The mDNS backend's connection state, for health reporting.
+    public var mdnsState: MDNSBackendState { backend.state }
+
+    /// What every link's live browses know right now, for the status page and API.
+    public func linkStatus() -> [LinkStatus] {
+        let now = scheduler.now()
+        let browses = state.withLock { $0.browses }
+        return LinkStatus.make(links: catalog.configuration.links, browses: browses, now: now)
+    }
+
     // MARK: Queries
 
     /// Answers one query message. `respond` is called exactly once: synchronously for
@@ -251,7 +261,7 @@ public final class DiscoveryProxy: Sendable {
             switch event {
             case .added(let record):
                 guard browse.records[record] == nil else { return .none }
-                browse.records[record] = cache(record, on: key, order: browse.nextOrder)
+                browse.records[record] = cache(record, on: key, order: browse.nextOrder, now: now)
                 browse.nextOrder += 1
                 browse.hasResults = true
                 guard !browse.waiters.isEmpty, !browse.flushArmed else { return .none }
@@ -327,7 +337,7 @@ public final class DiscoveryProxy: Sendable {
 
     /// Translates an mDNS record once, on arrival: RDATA decoded, `.local` names rewritten
     /// into the link zone, unusable addresses suppressed (RFC 8766 §5.5).
-    private func cache(_ record: MDNSRecord, on key: BrowseKey, order: Int) -> CachedRecord {
+    private func cache(_ record: MDNSRecord, on key: BrowseKey, order: Int, now: Duration) -> CachedRecord {
         let zone = catalog.configuration.links.first { $0.interface == key.interface }?.zone ?? Catalog.local
         var rdata: RData? = nil
         var localTarget: DNSName? = nil
@@ -340,7 +350,8 @@ public final class DiscoveryProxy: Sendable {
             rdata = NameMapping.toZone(decoded, zone: zone, suppressLinkLocal: configuration.suppressLinkLocal)
         }
         return CachedRecord(
-            order: order, type: record.type, localName: record.name, rdata: rdata, localTarget: localTarget)
+            order: order, seenAt: now, type: record.type, localName: record.name, rdata: rdata,
+            localTarget: localTarget)
     }
 
     // MARK: Answers

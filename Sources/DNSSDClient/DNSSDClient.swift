@@ -1,0 +1,1 @@
+// Unicast DNS-SD client (being written).

@@ -1,0 +1,110 @@
+import DNSWire
+
+/// What the proxy currently knows about one link, derived from its live browses: the
+/// read-only view behind the admin status page and `/api/services`.
+public struct LinkStatus: Sendable, Codable, Equatable {
+    public var interface: String
+    /// The zone in presentation format, e.g. `lab1.example.`.
+    public var zone: String
+    /// Live mDNS queries (avahi record browsers) on this link.
+    public var activeBrowses: Int
+    public var services: [ServiceStatus]
+}
+
+/// One service instance as seen through the proxy's cache. Fields stay nil until a client
+/// has resolved the instance (the proxy only holds what clients asked for).
+public struct ServiceStatus: Sendable, Codable, Equatable {
+    /// The service type, e.g. `_ipp._tcp`.
+    public var type: String
+    /// The instance label as UTF-8 text, e.g. `Drucker Küche` or `Dot.ted Printer`.
+    public var instance: String
+    /// The target host in the link zone, e.g. `prnt.lab1.example.`.
+    public var host: String?
+    public var port: Int?
+    public var addresses: [String]
+    public var txt: [TXTEntry]?
+    /// Seconds since the proxy first saw the instance.
+    public var ageSeconds: Double
+}
+
+/// One TXT string: `key=value`, or a bare `key` (value nil). Values that are not UTF-8 are
+/// shown with replacement characters; the DNS answers themselves stay byte-exact.
+public struct TXTEntry: Sendable, Codable, Equatable {
+    public var key: String
+    public var value: String?
+
+    /// Splits TXT RDATA (length-prefixed strings) into entries; empty strings are skipped.
+    public static func parse(_ rdata: [UInt8]) -> [TXTEntry] {
+        var entries: [TXTEntry] = []
+        var index = 0
+        while index < rdata.count {
+            let length = Int(rdata[index])
+            let end = min(rdata.count, index + 1 + length)
+            let string = rdata[(index + 1)..<end]
+            index = end
+            guard !string.isEmpty else { continue }
+            if let equals = string.firstIndex(of: UInt8(ascii: "=")) {
+                entries.append(TXTEntry(
+                    key: String(decoding: string[..<equals], as: UTF8.self),
+                    value: String(decoding: string[(equals + 1)...], as: UTF8.self)))
+            } else {
+                entries.append(TXTEntry(key: String(decoding: string, as: UTF8.self), value: nil))
+            }
+        }
+        return entries
+    }
+}
+
+extension LinkStatus {
+    static func make(links: [Link], browses: [BrowseKey: Browse], now: Duration) -> [LinkStatus] {
+        links.map { link in
+            let mine = browses.filter { $0.key.interface == link.interface }
+            func records(_ name: DNSName, _ type: RRType) -> [CachedRecord] {
+                mine[BrowseKey(interface: link.interface, name: name, type: type)]?.orderedRecords ?? []
+            }
+            var services: [ServiceStatus] = []
+            var seen = Set<DNSName>()
+            // Every PTR browse of a service type (`_x._tcp.local.`, subtypes included) lists instances.
+            for (key, browse) in mine.sorted(by: { "\($0.key.name)" < "\($1.key.name)" })
+            where key.type == .ptr && ServiceStatus.isServiceType(key.name) {
+                for ptr in browse.orderedRecords {
+                    guard let instance = ptr.localTarget, seen.insert(instance).inserted,
+                        instance.labels.count == 4
+                    else { continue }
+                    var status = ServiceStatus(
+                        type: instance.labels[1...2].map { String(decoding: $0, as: UTF8.self) }.joined(separator: "."),
+                        instance: String(decoding: instance.labels[0], as: UTF8.self), host: nil, port: nil,
+                        addresses: [], txt: nil, ageSeconds: Double((now - ptr.seenAt).components.seconds))
+                    if let srv = records(instance, .srv).first, case .srv(_, _, let port, let target)? = srv.rdata,
+                        let localHost = srv.localTarget
+                    {
+                        status.host = "\(target)"
+                        status.port = Int(port)
+                        status.addresses = (records(localHost, .a) + records(localHost, .aaaa)).compactMap {
+                            switch $0.rdata {
+                            case .a(let bytes)?, .aaaa(let bytes)?: return IPPrefix.format(bytes)
+                            default: return nil
+                            }
+                        }
+                    }
+                    if let txt = records(instance, .txt).first, case .txt(let bytes)? = txt.rdata {
+                        status.txt = TXTEntry.parse(bytes)
+                    }
+                    services.append(status)
+                }
+            }
+            return LinkStatus(interface: link.interface, zone: "\(link.zone)", activeBrowses: mine.count, services: services)
+        }
+    }
+}
+
+extension ServiceStatus {
+    /// `_x._tcp.local.` or `_sub`-type `_y._sub._x._tcp.local.`.
+    static func isServiceType(_ name: DNSName) -> Bool {
+        let labels = name.labels
+        guard labels.count >= 3, let proto = labels.dropLast().last else { return false }
+        let text = String(decoding: proto, as: UTF8.self).lowercased()
+        return (text == "_tcp" || text == "_udp") && labels.first?.first == UInt8(ascii: "_")
+            && !(labels.count == 4 && String(decoding: labels[0], as: UTF8.self) == "_services")
+    }
+}

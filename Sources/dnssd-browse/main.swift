@@ -1,0 +1,1 @@
+print("dnssd-browse: being written")
