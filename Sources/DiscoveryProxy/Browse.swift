@@ -29,14 +29,32 @@ struct CachedRecord: Sendable {
     var localTarget: DNSName?
 }
 
+
 /// A query waiting for mDNS (a cache miss).
 struct Waiter: Sendable {
     var id: Int
     var query: Message
     var plan: MDNSPlan
-    var limit: Int
     var deadline: Duration
+    var context: QueryContext
+}
+
+/// What answering a query needs besides the message: where the reply goes, how big it may
+/// be, and what its metrics are labelled with.
+struct QueryContext: Sendable {
+    var started: Duration
+    var transport: String
+    var qtype: String
+    var limit: Int
     var respond: @Sendable ([UInt8]?) -> Void
+
+    /// A bounded set of metric label values: the common types by name, the rest as "other".
+    static func label(for type: RRType) -> String {
+        switch type {
+        case .a, .aaaa, .ptr, .srv, .txt, .soa, .ns, .any, .cname, .ds, .nsec: return "\(type)"
+        default: return "other"
+        }
+    }
 }
 
 /// One live mDNS query and what it has found so far: the cache entry of the proxy.
@@ -52,6 +70,8 @@ struct Browse: Sendable {
     var waiters: [Waiter] = []
     /// A collection-window flush is scheduled.
     var flushArmed = false
+    /// When the first record arrived, for per-query timing.
+    var firstResultAt: Duration?
     /// mDNS has delivered results since the query (re)started: from now on the record set is
     /// the truth, even when removals have emptied it.
     var hasResults = false

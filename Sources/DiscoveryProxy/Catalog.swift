@@ -78,6 +78,12 @@ public struct Catalog: Sendable {
                 origin: origin, isReverse: isReverse, relative: relative))
         }
         if Self.isMetadataName(relative) { return .immediate(zone: origin, answers: []) }
+        // A service type this link does not share: empty, and never asked of mDNS.
+        if !isReverse, !link.services.isOpen, let type = ServiceFilter.serviceType(of: relative),
+            type != "_dns-sd._udp", !link.services.permits(type)
+        {
+            return .immediate(zone: origin, answers: [])
+        }
 
         let localName: DNSName
         if isReverse {

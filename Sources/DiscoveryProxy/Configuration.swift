@@ -10,11 +10,47 @@ public struct Link: Hashable, Sendable {
     /// The link's subnets (from the interface's addresses); each gives a reverse zone and
     /// address-based domain enumeration names. Link-local prefixes are ignored.
     public var subnets: [IPPrefix]
+    /// Which service types this link shares (browse, resolve and `_services._dns-sd._udp`).
+    public var services: ServiceFilter
 
-    public init(interface: String, zone: DNSName, subnets: [IPPrefix] = []) {
+    public init(interface: String, zone: DNSName, subnets: [IPPrefix] = [], services: ServiceFilter = ServiceFilter()) {
         self.interface = interface
         self.zone = zone
         self.subnets = subnets
+        self.services = services
+    }
+}
+
+/// Allow and deny lists of service types such as `_ipp._tcp` (compared case-insensitively).
+/// With an allow list only those types are shared; the deny list removes types in any case.
+public struct ServiceFilter: Hashable, Sendable {
+    public var allow: Set<String>?
+    public var deny: Set<String>
+
+    public init(allow: [String]? = nil, deny: [String] = []) {
+        self.allow = allow.map { Set($0.map { $0.lowercased() }) }
+        self.deny = Set(deny.map { $0.lowercased() })
+    }
+
+    public var isOpen: Bool { allow == nil && deny.isEmpty }
+
+    public func permits(_ serviceType: String) -> Bool {
+        let type = serviceType.lowercased()
+        if deny.contains(type) { return false }
+        return allow?.contains(type) ?? true
+    }
+
+    /// The service type a name belongs to, from its labels before the zone: the two labels
+    /// ending in `_tcp`/`_udp` (`My Printer._ipp._tcp` → `_ipp._tcp`, also for subtypes).
+    /// Nil for names that are not under a service type (host names).
+    public static func serviceType(of relative: [[UInt8]]) -> String? {
+        guard relative.count >= 2 else { return nil }
+        for index in stride(from: relative.count - 1, through: 1, by: -1) {
+            let proto = String(decoding: relative[index], as: UTF8.self).lowercased()
+            guard proto == "_tcp" || proto == "_udp", relative[index - 1].first == UInt8(ascii: "_") else { continue }
+            return String(decoding: relative[index - 1], as: UTF8.self).lowercased() + "." + proto
+        }
+        return nil
     }
 }
 
@@ -42,6 +78,8 @@ public struct ProxyConfiguration: Sendable {
     public var mdnsQueryBurst: Double = 40
     /// Largest UDP answer we send, whatever the client advertises (RFC 6891 §6.2.5).
     public var maxUDPPayload: Int = 1232
+    /// Clients allowed to query; others get REFUSED (RFC 8766 §9.2, RFC 7766 §10). Nil: all.
+    public var allowedClients: [IPPrefix]?
 
     public init(links: [Link], serverName: DNSName, hostmaster: DNSName? = nil) {
         self.links = links

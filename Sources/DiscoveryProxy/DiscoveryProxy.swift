@@ -16,12 +16,15 @@ import Synchronization
 /// its own lock around callbacks, so that would deadlock), and replies are encoded and sent
 /// outside the mutex.
 public final class DiscoveryProxy: Sendable {
-    public let catalog: Catalog
     private let backend: any MDNSBackend
     private let scheduler: any ProxyScheduler
     private let logger: Logger
+    private let metrics = ProxyMetrics()
     private let state: Mutex<State>
+    /// Swapped whole by `reconfigure`; read once per query.
+    private let current: Mutex<Catalog>
 
+    public var catalog: Catalog { current.withLock { $0 } }
     private var configuration: ProxyConfiguration { catalog.configuration }
 
     private struct State: ~Copyable {
@@ -38,7 +41,7 @@ public final class DiscoveryProxy: Sendable {
         configuration: ProxyConfiguration, backend: any MDNSBackend, scheduler: any ProxyScheduler,
         logger: Logger
     ) {
-        self.catalog = Catalog(configuration: configuration)
+        self.current = Mutex(Catalog(configuration: configuration))
         self.backend = backend
         self.scheduler = scheduler
         self.logger = logger
@@ -59,7 +62,33 @@ public final class DiscoveryProxy: Sendable {
             return (handles, waiters)
         }
         handles.forEach { $0.cancel() }
-        for waiter in waiters { send(failure(waiter.query, .servFail), limit: waiter.limit, to: waiter.respond) }
+        for waiter in waiters { finish(failure(waiter.query, .servFail), waiter.context, cache: "error") }
+    }
+
+    /// Applies a new configuration without touching the listeners (SIGHUP reload). Browses of
+    /// links that went away or changed zone are released (their cached RDATA was translated
+    /// into the old zone) and their waiting queries get SERVFAIL; the rest keep their cache.
+    public func reconfigure(_ configuration: ProxyConfiguration) {
+        let kept = Set(
+            configuration.links.filter { new in
+                catalog.configuration.links.contains { $0.interface == new.interface && $0.zone == new.zone }
+            }.map(\.interface))
+        current.withLock { $0 = Catalog(configuration: configuration) }
+        let dropped = state.withLock { state -> [Browse] in
+            let gone = state.browses.filter { !kept.contains($0.key.interface) }
+            for key in gone.keys { state.browses[key] = nil }
+            state.buckets.removeAll()  // rates may have changed
+            state.stats.activeBrowses = state.browses.count
+            state.stats.browsesReleased += gone.count
+            return Array(gone.values)
+        }
+        for browse in dropped {
+            browse.handle?.cancel()
+            for waiter in browse.waiters { finish(failure(waiter.query, .servFail), waiter.context, cache: "error") }
+        }
+        logger.info(
+            "configuration applied",
+            metadata: ["proxy.links": "\(configuration.links.count)", "proxy.browses_released": "\(dropped.count)"])
     }
 
     public var stats: ProxyStats { state.withLock { $0.stats } }
@@ -77,14 +106,22 @@ public final class DiscoveryProxy: Sendable {
     // MARK: Queries
 
     /// Answers one query message. `respond` is called exactly once: synchronously for
-    /// everything but an mDNS miss, which is answered later from another thread.
-    public func handle(query bytes: [UInt8], overTCP: Bool, respond: @escaping @Sendable ([UInt8]?) -> Void) {
+    /// everything but an mDNS miss, which is answered later from another thread. `client` is
+    /// the sender's address (4 or 16 bytes) for the client ACL; nil skips the check.
+    public func handle(
+        query bytes: [UInt8], overTCP: Bool, client: [UInt8]? = nil,
+        respond: @escaping @Sendable ([UInt8]?) -> Void
+    ) {
         guard let header = MessageHeader(bytes), !header.isResponse else {
             // No header, or a response: drop, never reflect.
             respond(nil)
             return
         }
         state.withLock { $0.stats.queries += 1 }
+        let catalog = self.catalog
+        var context = QueryContext(
+            started: scheduler.now(), transport: overTCP ? "tcp" : "udp", qtype: "none", limit: 512,
+            respond: respond)
         let query: Message
         do {
             query = try Message(wire: bytes)
@@ -94,29 +131,43 @@ public final class DiscoveryProxy: Sendable {
                 id: header.id, isResponse: true, opcode: header.opcode,
                 recursionDesired: header.recursionDesired, rcode: .formErr)
             count(\.formErr)
-            send(reply, limit: 512, to: respond)
+            finish(reply, context, cache: "error")
             return
         }
-        let limit = answerLimit(for: query, overTCP: overTCP)
-        if let immediate = immediateReply(to: query) {
-            send(immediate, limit: limit, to: respond)
+        context.limit = answerLimit(for: query, overTCP: overTCP, configuration: catalog.configuration)
+        context.qtype = query.questions.first.map { QueryContext.label(for: $0.type) } ?? "none"
+        if let client, let allowed = catalog.configuration.allowedClients,
+            !allowed.contains(where: { $0.contains(client) })
+        {
+            // RFC 8766 §9.2 / RFC 7766 §10: only the site's own clients.
+            state.withLock {
+                $0.stats.refused += 1
+                $0.stats.aclRefused += 1
+            }
+            metrics.aclRefused()
+            logger.debug("client not allowed", metadata: ["dns.client": "\(IPPrefix.format(client))"])
+            finish(failure(query, .refused), context, cache: "immediate")
+            return
+        }
+        if let immediate = immediateReply(to: query, catalog: catalog) {
+            finish(immediate, context, cache: "immediate")
             return
         }
         // immediateReply returns nil only for an mDNS plan.
         guard case .mdns(let plan) = catalog.plan(query.questions[0]) else { return }
-        lookup(plan, query: query, limit: limit, respond: respond)
+        lookup(plan, query: query, context: context)
     }
 
     /// RFC 6891 §6.2.5: a payload below 512 counts as 512; never above our own maximum.
     /// Without OPT, 512 (RFC 1035 §4.2.1). TCP: 65535.
-    private func answerLimit(for query: Message, overTCP: Bool) -> Int {
+    private func answerLimit(for query: Message, overTCP: Bool, configuration: ProxyConfiguration) -> Int {
         if overTCP { return 65535 }
         guard let edns = query.edns else { return 512 }
         return min(max(512, Int(edns.udpPayloadSize)), max(512, configuration.maxUDPPayload))
     }
 
     /// Everything that does not need mDNS: errors, REFUSED, and configuration answers.
-    private func immediateReply(to query: Message) -> Message? {
+    private func immediateReply(to query: Message, catalog: Catalog) -> Message? {
         guard query.opcode == .query else {
             count(\.notImp)
             return failure(query, .notImp)  // includes DSO (RFC 8490 §5.1) until Push exists
@@ -145,9 +196,7 @@ public final class DiscoveryProxy: Sendable {
         }
     }
 
-    private func lookup(
-        _ plan: MDNSPlan, query: Message, limit: Int, respond: @escaping @Sendable ([UInt8]?) -> Void
-    ) {
+    private func lookup(_ plan: MDNSPlan, query: Message, context: QueryContext) {
         let key = BrowseKey(interface: plan.link.interface, name: plan.localName, type: plan.type)
         let now = scheduler.now()
         enum Action {
@@ -167,8 +216,7 @@ public final class DiscoveryProxy: Sendable {
                 let id = state.nextWaiterID
                 state.nextWaiterID += 1
                 let deadline = browse.deadline(joiningAt: now, negativeTimeout: configuration.negativeTimeout)
-                browse.waiters.append(
-                    Waiter(id: id, query: query, plan: plan, limit: limit, deadline: deadline, respond: respond))
+                browse.waiters.append(Waiter(id: id, query: query, plan: plan, deadline: deadline, context: context))
                 state.browses[key] = browse
                 return .wait(waiterID: id, deadline: deadline, start: nil)
             }
@@ -192,8 +240,7 @@ public final class DiscoveryProxy: Sendable {
             state.nextWaiterID += 1
             let deadline = now + configuration.negativeTimeout
             var browse = Browse(generation: generation, startedAt: now + delay, lastUsed: now)
-            browse.waiters.append(
-                Waiter(id: id, query: query, plan: plan, limit: limit, deadline: deadline, respond: respond))
+            browse.waiters.append(Waiter(id: id, query: query, plan: plan, deadline: deadline, context: context))
             state.browses[key] = browse
             state.stats.activeBrowses = state.browses.count
             return .wait(waiterID: id, deadline: deadline, start: (generation, delay))
@@ -201,12 +248,14 @@ public final class DiscoveryProxy: Sendable {
 
         switch action {
         case .hit(let snapshot):
-            send(answer(query, plan: plan, snapshot: snapshot), limit: limit, to: respond)
+            finish(answer(query, plan: plan, snapshot: snapshot), context, cache: "hit")
         case .rateLimited:
             logger.debug("mDNS rate limit: answering SERVFAIL", metadata: ["mdns.question": "\(key)"])
             count(\.servFail)
-            send(failure(query, .servFail), limit: limit, to: respond)
+            metrics.mdnsRateLimited(link: key.interface)
+            finish(failure(query, .servFail), context, cache: "miss")
         case .wait(let waiterID, let deadline, let start):
+            if let start, start.delay > .zero { metrics.mdnsRateLimited(link: key.interface) }
             scheduler.schedule(after: deadline - now) { [weak self] in self?.expire(key, waiterID: waiterID) }
             if let start {
                 if start.delay == .zero {
@@ -238,9 +287,10 @@ public final class DiscoveryProxy: Sendable {
                 state.stats.servFail += browse.waiters.count
                 return browse.waiters
             }
-            for waiter in waiters { send(failure(waiter.query, .servFail), limit: waiter.limit, to: waiter.respond) }
+            for waiter in waiters { finish(failure(waiter.query, .servFail), waiter.context, cache: "miss") }
             return
         }
+        metrics.mdnsQueryStarted(link: key.interface)
         let orphan = state.withLock { state -> Bool in
             guard state.browses[key]?.generation == generation else { return true }
             state.browses[key]!.handle = handle
@@ -255,6 +305,7 @@ public final class DiscoveryProxy: Sendable {
     private func receive(_ event: MDNSEvent, for key: BrowseKey, generation: Int) {
         let now = scheduler.now()
         enum Follow { case none, flushNow, armWindow }
+        var firstResultAfter: Duration?
         let follow: Follow = state.withLock { state in
             guard var browse = state.browses[key], browse.generation == generation else { return .none }
             defer { state.browses[key] = browse }
@@ -263,6 +314,10 @@ public final class DiscoveryProxy: Sendable {
                 guard browse.records[record] == nil else { return .none }
                 browse.records[record] = cache(record, on: key, order: browse.nextOrder, now: now)
                 browse.nextOrder += 1
+                if !browse.hasResults, browse.firstResultAt == nil {
+                    browse.firstResultAt = now
+                    firstResultAfter = now - browse.startedAt
+                }
                 browse.hasResults = true
                 guard !browse.waiters.isEmpty, !browse.flushArmed else { return .none }
                 browse.flushArmed = true
@@ -282,6 +337,7 @@ public final class DiscoveryProxy: Sendable {
                 return .none
             }
         }
+        if let firstResultAfter { metrics.firstResult(after: firstResultAfter) }
         if case .failed(let why) = event {
             logger.debug("mDNS query failed", metadata: ["mdns.question": "\(key)", "mdns.error": "\(why)"])
         }
@@ -297,16 +353,28 @@ public final class DiscoveryProxy: Sendable {
 
     /// Answers every waiter of a browse from what it has now.
     private func flush(_ key: BrowseKey, generation: Int) {
-        let (waiters, snapshot) = state.withLock { state -> ([Waiter], Snapshot) in
-            guard var browse = state.browses[key], browse.generation == generation else { return ([], Snapshot()) }
+        let (waiters, snapshot, firstResultAt) = state.withLock { state -> ([Waiter], Snapshot, Duration?) in
+            guard var browse = state.browses[key], browse.generation == generation else { return ([], Snapshot(), nil) }
             browse.flushArmed = false
             let waiters = browse.waiters
             browse.waiters = []
             state.browses[key] = browse
-            return (waiters, makeSnapshot(for: key, in: state.browses))
+            return (waiters, makeSnapshot(for: key, in: state.browses), browse.firstResultAt)
         }
+        let now = scheduler.now()
         for waiter in waiters {
-            send(answer(waiter.query, plan: waiter.plan, snapshot: snapshot), limit: waiter.limit, to: waiter.respond)
+            // Per-query timing, like a connection establishment report: how long mDNS took
+            // to bring the first result for this query, and when the answer went out.
+            if let firstResultAt {
+                logger.debug(
+                    "answered from mDNS",
+                    metadata: [
+                        "mdns.question": "\(key)", "dns.id": "\(waiter.query.id)",
+                        "mdns.first_result_ms": "\(Self.milliseconds(max(.zero, firstResultAt - waiter.context.started)))",
+                        "dns.answer_ms": "\(Self.milliseconds(now - waiter.context.started))",
+                    ])
+            }
+            finish(answer(waiter.query, plan: waiter.plan, snapshot: snapshot), waiter.context, cache: "miss")
         }
     }
 
@@ -328,11 +396,11 @@ public final class DiscoveryProxy: Sendable {
             // tells them to try again.
             logger.debug("mDNS backend \(backend.state.rawValue): SERVFAIL", metadata: ["mdns.question": "\(key)"])
             count(\.servFail)
-            send(failure(waiter.query, .servFail), limit: waiter.limit, to: waiter.respond)
+            finish(failure(waiter.query, .servFail), waiter.context, cache: "miss")
             return
         }
         logger.debug("mDNS query timed out", metadata: ["mdns.question": "\(key)"])
-        send(answer(waiter.query, plan: waiter.plan, snapshot: snapshot), limit: waiter.limit, to: waiter.respond)
+        finish(answer(waiter.query, plan: waiter.plan, snapshot: snapshot), waiter.context, cache: "miss")
     }
 
     /// Translates an mDNS record once, on arrival: RDATA decoded, `.local` names rewritten
@@ -391,8 +459,16 @@ public final class DiscoveryProxy: Sendable {
         var reply = reply(to: query)
         let owner = query.questions[0].name
         let ttl = configuration.ttlCap
+        let filter = plan.link.services
         reply.answers = snapshot.answers.compactMap { record in
-            record.rdata.map { ResourceRecord(name: owner, type: record.type, ttl: ttl, rdata: $0) }
+            guard let rdata = record.rdata else { return nil }
+            // `_services._dns-sd._udp` lists types: drop those the link does not share.
+            if !filter.isOpen, record.type == .ptr, let target = record.localTarget,
+                let type = ServiceFilter.serviceType(of: target.labels.dropLast().map { $0 }), !filter.permits(type)
+            {
+                return nil
+            }
+            return ResourceRecord(name: owner, type: record.type, ttl: ttl, rdata: rdata)
         }
         if reply.answers.isEmpty {
             // NODATA, never NXDOMAIN: the name may be an empty non-terminal (§5.6).
@@ -430,18 +506,28 @@ public final class DiscoveryProxy: Sendable {
         return reply
     }
 
-    private func send(_ message: Message, limit: Int, to respond: @Sendable ([UInt8]?) -> Void) {
+    /// Encodes and sends an answer within the query's size limit, and records its metrics.
+    private func finish(_ message: Message, _ context: QueryContext, cache: String) {
+        var sent = message
+        var bytes: [UInt8]?
         do {
-            respond(try message.encode(limit: limit))
+            bytes = try message.encode(limit: context.limit)
         } catch {
             logger.error("cannot encode answer", metadata: ["dns.error": "\(error)", "dns.id": "\(message.id)"])
-            var fallback = message
-            fallback.answers = []
-            fallback.authority = []
-            fallback.additional = []
-            fallback.rcode = .servFail
-            respond(try? fallback.encode(limit: limit))
+            sent.answers = []
+            sent.authority = []
+            sent.additional = []
+            sent.rcode = .servFail
+            bytes = try? sent.encode(limit: context.limit)
         }
+        context.respond(bytes)
+        metrics.answered(
+            transport: context.transport, qtype: context.qtype, rcode: "\(sent.rcode)", cache: cache,
+            seconds: scheduler.now() - context.started)
+    }
+
+    static func milliseconds(_ duration: Duration) -> Int {
+        Int(duration.components.seconds) * 1000 + Int(duration.components.attoseconds / 1_000_000_000_000_000)
     }
 
     private func count(_ counter: WritableKeyPath<ProxyStats, Int>) {

@@ -9,6 +9,13 @@ public struct LinkStatus: Sendable, Codable, Equatable {
     /// Live mDNS queries (avahi record browsers) on this link.
     public var activeBrowses: Int
     public var services: [ServiceStatus]
+
+    public init(interface: String, zone: String, activeBrowses: Int, services: [ServiceStatus]) {
+        self.interface = interface
+        self.zone = zone
+        self.activeBrowses = activeBrowses
+        self.services = services
+    }
 }
 
 /// One service instance as seen through the proxy's cache. Fields stay nil until a client
@@ -25,6 +32,19 @@ public struct ServiceStatus: Sendable, Codable, Equatable {
     public var txt: [TXTEntry]?
     /// Seconds since the proxy first saw the instance.
     public var ageSeconds: Double
+
+    public init(
+        type: String, instance: String, host: String? = nil, port: Int? = nil, addresses: [String] = [],
+        txt: [TXTEntry]? = nil, ageSeconds: Double = 0
+    ) {
+        self.type = type
+        self.instance = instance
+        self.host = host
+        self.port = port
+        self.addresses = addresses
+        self.txt = txt
+        self.ageSeconds = ageSeconds
+    }
 }
 
 /// One TXT string: `key=value`, or a bare `key` (value nil). Values that are not UTF-8 are
@@ -32,6 +52,11 @@ public struct ServiceStatus: Sendable, Codable, Equatable {
 public struct TXTEntry: Sendable, Codable, Equatable {
     public var key: String
     public var value: String?
+
+    public init(key: String, value: String?) {
+        self.key = key
+        self.value = value
+    }
 
     /// Splits TXT RDATA (length-prefixed strings) into entries; empty strings are skipped.
     public static func parse(_ rdata: [UInt8]) -> [TXTEntry] {

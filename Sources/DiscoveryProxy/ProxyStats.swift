@@ -1,5 +1,5 @@
 /// Counters of the proxy logic, read by the admin/metrics layer and by tests.
-public struct ProxyStats: Sendable, Equatable {
+public struct ProxyStats: Sendable, Equatable, Codable {
     public var queries = 0
     /// Answered at once from a live browse (no multicast sent).
     public var cacheHits = 0
@@ -10,6 +10,8 @@ public struct ProxyStats: Sendable, Equatable {
     /// Misses that ended with no data after the negative timeout.
     public var negativeTimeouts = 0
     public var refused = 0
+    /// Of `refused`: clients outside the allowed prefixes.
+    public var aclRefused = 0
     public var formErr = 0
     public var notImp = 0
     public var servFail = 0

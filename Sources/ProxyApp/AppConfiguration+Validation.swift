@@ -80,11 +80,23 @@ extension AppConfiguration {
         return (try? DNSName(systemHostName())) ?? (try! DNSName("localhost."))
     }
 
+    /// The clients allowed to query: as configured, or by default loopback plus every subnet
+    /// of this host's interfaces (the site's own clients).
+    public func effectiveAllowedClients(interfaces: InterfaceTable) -> [IPPrefix] {
+        if let allowClients { return allowClients }
+        var prefixes = [IPPrefix("127.0.0.0/8")!, IPPrefix("::1/128")!]
+        for prefix in interfaces.prefixes.values.joined() where !prefixes.contains(prefix) {
+            prefixes.append(prefix)
+        }
+        return prefixes
+    }
+
     /// The pure proxy's view, with subnets detected from the interfaces where not configured.
     public func proxyConfiguration(interfaces: InterfaceTable) -> ProxyConfiguration {
         let links = self.links.map { spec in
             Link(interface: spec.interface, zone: spec.domain,
-                subnets: (spec.subnets ?? interfaces.prefixes[spec.interface] ?? []).filter { !$0.isLinkLocal })
+                subnets: (spec.subnets ?? interfaces.prefixes[spec.interface] ?? []).filter { !$0.isLinkLocal },
+                services: spec.services)
         }
         var config = ProxyConfiguration(links: links, serverName: effectiveServerName, hostmaster: hostmaster)
         config.negativeTimeout = .milliseconds(Int(negativeTimeoutSeconds * 1000))
@@ -94,6 +106,7 @@ extension AppConfiguration {
         config.mdnsQueriesPerSecond = mdnsQueriesPerSecond
         config.mdnsQueryBurst = mdnsQueryBurst
         config.maxUDPPayload = maxUDPPayload
+        config.allowedClients = effectiveAllowedClients(interfaces: interfaces)
         return config
     }
 
@@ -116,6 +129,14 @@ extension AppConfiguration {
             let subnets = link.subnets ?? (interfaces.prefixes[link.interface] ?? []).filter { !$0.isLinkLocal }
             let origin = link.subnets == nil ? "  # detected" : ""
             lines.append("    subnets: [\(subnets.map(\.description).joined(separator: ", "))]\(origin)")
+            if let allow = link.services.allow {
+                lines.append("    services:")
+                lines.append("      allow: [\(allow.sorted().joined(separator: ", "))]")
+            }
+            if !link.services.deny.isEmpty {
+                if link.services.allow == nil { lines.append("    services:") }
+                lines.append("      deny: [\(link.services.deny.sorted().joined(separator: ", "))]")
+            }
         }
         lines.append("negative-timeout: \(negativeTimeoutSeconds)")
         lines.append("collection-window-ms: \(collectionWindowMilliseconds)")
@@ -125,6 +146,9 @@ extension AppConfiguration {
         lines.append("mdns-query-burst: \(mdnsQueryBurst)")
         lines.append("max-udp-payload: \(maxUDPPayload)")
         lines.append("log-level: \(logLevel)")
+        lines.append("admin: \(admin.map { "\"\($0)\"" } ?? "off")")
+        let clients = effectiveAllowedClients(interfaces: interfaces).map(\.description).joined(separator: ", ")
+        lines.append("allow-clients: [\(clients)]\(allowClients == nil ? "  # default: loopback + this host's subnets" : "")")
         lines.append("tcp:")
         lines.append("  idle-timeout: \(tcpIdleTimeoutSeconds)")
         lines.append("  max-connections: \(tcpMaxConnections)")

@@ -52,7 +52,7 @@ private struct YAMLReader {
         let known: Set<String> = [
             "links", "listen", "server-name", "hostmaster", "log-level", "negative-timeout", "collection-window-ms",
             "browse-idle-timeout", "suppress-link-local", "mdns-query-rate", "mdns-query-burst", "max-udp-payload",
-            "tcp", "avahi",
+            "tcp", "avahi", "admin", "allow-clients",
         ]
         unknownKeys(root, known: known, prefix: "")
         if let links = root["links"] {
@@ -83,6 +83,19 @@ private struct YAMLReader {
         number(root, "mdns-query-rate", into: &config.mdnsQueriesPerSecond)
         number(root, "mdns-query-burst", into: &config.mdnsQueryBurst)
         integer(root, "max-udp-payload", into: &config.maxUDPPayload)
+        if let admin = root["admin"] {
+            let text = "\(admin)"
+            if ["off", "false", "none", ""].contains(text.lowercased()) {
+                config.admin = nil
+            } else if let address = AppConfiguration.ListenAddress(text) {
+                config.admin = address
+            } else {
+                errors.append(ConfigError(key: "admin", value: text, reason: "expected ADDR:PORT (e.g. 127.0.0.1:8053) or off"))
+            }
+        }
+        if let clients = root["allow-clients"] {
+            config.allowClients = prefixes(clients, key: "allow-clients")
+        }
         if let tcp = mapping(root, "tcp") {
             unknownKeys(tcp, known: ["idle-timeout", "max-connections", "max-connections-per-client",
                 "max-in-flight-per-connection"], prefix: "tcp.")
@@ -112,7 +125,7 @@ private struct YAMLReader {
                 errors.append(ConfigError(key: key, value: "\(item)", reason: "expected a mapping with interface and domain"))
                 continue
             }
-            unknownKeys(entry, known: ["interface", "domain", "subnets"], prefix: key + ".")
+            unknownKeys(entry, known: ["interface", "domain", "subnets", "services"], prefix: key + ".")
             guard let interface = string(entry, "interface", key: key + ".interface") else {
                 errors.append(ConfigError(key: key + ".interface", reason: "missing"))
                 continue
@@ -122,24 +135,58 @@ private struct YAMLReader {
                 continue
             }
             guard let zone = domain(domainText, key: key + ".domain") else { continue }
-            var subnets: [IPPrefix]? = nil
-            if let list = entry["subnets"] {
-                if let list = list as? [Any] {
-                    subnets = list.enumerated().compactMap { subIndex, element in
-                        guard let prefix = IPPrefix("\(element)") else {
-                            errors.append(ConfigError(key: "\(key).subnets[\(subIndex)]", value: "\(element)",
-                                reason: "expected a prefix such as 192.0.2.0/24 or 2001:db8::/64"))
-                            return nil
-                        }
-                        return prefix
-                    }
+            let subnets = entry["subnets"].map { prefixes($0, key: key + ".subnets") }
+            var filter = ServiceFilter()
+            if let services = entry["services"] {
+                if let services = services as? [String: Any] {
+                    unknownKeys(services, known: ["allow", "deny"], prefix: key + ".services.")
+                    filter = ServiceFilter(
+                        allow: services["allow"].map { serviceTypes($0, key: key + ".services.allow") },
+                        deny: services["deny"].map { serviceTypes($0, key: key + ".services.deny") } ?? [])
                 } else {
-                    errors.append(ConfigError(key: key + ".subnets", value: "\(list)", reason: "expected a list of prefixes"))
+                    errors.append(ConfigError(key: key + ".services", value: "\(services)",
+                        reason: "expected a mapping with allow and/or deny lists"))
                 }
             }
-            links.append(AppConfiguration.LinkSpec(interface: interface, domain: zone, subnets: subnets, origin: key))
+            links.append(AppConfiguration.LinkSpec(
+                interface: interface, domain: zone, subnets: subnets, origin: key, services: filter))
         }
         return links
+    }
+
+    private mutating func prefixes(_ value: Any, key: String) -> [IPPrefix] {
+        guard let list = value as? [Any] else {
+            errors.append(ConfigError(key: key, value: "\(value)", reason: "expected a list of prefixes"))
+            return []
+        }
+        return list.enumerated().compactMap { index, element in
+            guard let prefix = IPPrefix("\(element)") else {
+                errors.append(ConfigError(key: "\(key)[\(index)]", value: "\(element)",
+                    reason: "expected a prefix such as 192.0.2.0/24 or 2001:db8::/64"))
+                return nil
+            }
+            return prefix
+        }
+    }
+
+    /// `_ipp._tcp`-style service types: `_name` (RFC 6763 §7: up to 15 characters) then `_tcp` or `_udp`.
+    private mutating func serviceTypes(_ value: Any, key: String) -> [String] {
+        guard let list = value as? [Any] else {
+            errors.append(ConfigError(key: key, value: "\(value)", reason: "expected a list of service types like _ipp._tcp"))
+            return []
+        }
+        return list.enumerated().compactMap { index, element in
+            let text = "\(element)"
+            let parts = text.lowercased().split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count == 2, parts[0].hasPrefix("_"), (2...16).contains(parts[0].count),
+                parts[1] == "_tcp" || parts[1] == "_udp"
+            else {
+                errors.append(ConfigError(key: "\(key)[\(index)]", value: text,
+                    reason: "expected a service type like _ipp._tcp (RFC 6763 §7)"))
+                return nil
+            }
+            return text
+        }
     }
 
     private mutating func unknownKeys(_ mapping: [String: Any], known: Set<String>, prefix: String) {

@@ -13,12 +13,18 @@ public struct AppConfiguration: Sendable, Equatable {
         /// Where it was configured (`links[2]`, `--link[0]`), so errors name the entry the
         /// operator wrote even when an unreadable entry before it was left out.
         public var origin: String?
+        /// Service types shared from this link (`services: {allow: [...], deny: [...]}`).
+        public var services = ServiceFilter()
 
-        public init(interface: String, domain: DNSName, subnets: [IPPrefix]? = nil, origin: String? = nil) {
+        public init(
+            interface: String, domain: DNSName, subnets: [IPPrefix]? = nil, origin: String? = nil,
+            services: ServiceFilter = ServiceFilter()
+        ) {
             self.interface = interface
             self.domain = domain
             self.subnets = subnets
             self.origin = origin
+            self.services = services
         }
     }
 
@@ -46,6 +52,11 @@ public struct AppConfiguration: Sendable, Equatable {
     public var tcpMaxConnections = 1024
     public var tcpMaxConnectionsPerClient = 64
     public var tcpMaxInFlightPerConnection = 64
+
+    /// Admin HTTP endpoint (metrics, health, status); nil disables it.
+    public var admin: ListenAddress? = ListenAddress(host: "127.0.0.1", port: 8053)
+    /// Clients allowed to query; nil means loopback plus the subnets of this host's interfaces.
+    public var allowClients: [IPPrefix]?
 
     public var avahiObjectsPerClient = 900
     public var avahiObjectBudget = 8192

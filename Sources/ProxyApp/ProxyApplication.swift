@@ -17,7 +17,7 @@ struct ProxyResponder: DNSResponder {
     let proxy: DiscoveryProxy
 
     func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void) {
-        proxy.handle(query: query, overTCP: client.transport == .tcp, respond: respond)
+        proxy.handle(query: query, overTCP: client.transport == .tcp, client: client.address, respond: respond)
     }
 }
 
@@ -25,10 +25,16 @@ struct ProxyResponder: DNSResponder {
 public struct ProxyApplication: Sendable {
     public let configuration: AppConfiguration
     public let logger: Logger
+    /// Reads the configuration again (file plus the same flags), for SIGHUP reloads.
+    public let reload: @Sendable () -> (AppConfiguration, [ConfigError])
 
-    public init(configuration: AppConfiguration, logger: Logger) {
+    public init(
+        configuration: AppConfiguration, logger: Logger,
+        reload: @escaping @Sendable () -> (AppConfiguration, [ConfigError])
+    ) {
         self.configuration = configuration
         self.logger = logger
+        self.reload = reload
     }
 
     public func run() async throws {
@@ -63,9 +69,11 @@ public struct ProxyApplication: Sendable {
         let server = DNSServer(
             configuration: serverConfiguration, responder: ProxyResponder(proxy: proxy), logger: logger)
 
+        let reloader = Reloader(load: reload, proxy: proxy, running: configuration, logger: logger)
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [.init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+                services: [.init(service: server), .init(service: ReloadOnHangup(reloader: reloader))],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
         } catch let error as DNSServerError {

@@ -45,6 +45,9 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Suppress 169.254/16 and fe80::/10 addresses in answers: true or false (default true).")
     var suppressLinkLocal: Bool?
 
+    @Option(name: .long, help: ArgumentHelp("Admin HTTP endpoint (metrics, health, status page), or off. Default 127.0.0.1:8053.", valueName: "ADDR:PORT"))
+    var admin: String?
+
     @Flag(name: .long, help: "Validate the configuration, print the effective configuration and exit.")
     var checkConfig = false
 
@@ -69,7 +72,11 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
             return handler
         }
         do {
-            try await ProxyApplication(configuration: configuration, logger: Logger(label: "discovery-proxy")).run()
+            let command = self
+            try await ProxyApplication(
+                configuration: configuration, logger: Logger(label: "discovery-proxy"),
+                reload: { command.effectiveConfiguration() }
+            ).run()
         } catch let failure as StartupError {
             printError("discovery-proxy: error: \(failure)")
             throw ExitCode(1)
@@ -78,7 +85,7 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
 
     /// The file (if any) with the flags applied: --link adds (or replaces the same interface),
     /// --listen replaces the file's list, the rest override single values.
-    private func effectiveConfiguration() -> (AppConfiguration, [ConfigError]) {
+    func effectiveConfiguration() -> (AppConfiguration, [ConfigError]) {
         var config = AppConfiguration()
         var errors: [ConfigError] = []
         if let path = self.config {
@@ -123,6 +130,15 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
         if let collectionWindowMs { config.collectionWindowMilliseconds = collectionWindowMs }
         if let browseIdleTimeout { config.browseIdleTimeoutSeconds = browseIdleTimeout }
         if let suppressLinkLocal { config.suppressLinkLocal = suppressLinkLocal }
+        if let admin {
+            if admin.lowercased() == "off" {
+                config.admin = nil
+            } else if let address = AppConfiguration.ListenAddress(admin) {
+                config.admin = address
+            } else {
+                errors.append(ConfigError(key: "--admin", value: admin, reason: "expected ADDR:PORT (e.g. 127.0.0.1:8053) or off"))
+            }
+        }
         return (config, errors)
     }
 

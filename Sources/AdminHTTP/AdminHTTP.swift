@@ -1,1 +1,0 @@
-// Admin HTTP endpoint (being written).

@@ -1,0 +1,52 @@
+import Metrics
+import Synchronization
+
+/// The proxy's swift-metrics instruments, created once per label set and reused (creating a
+/// metric goes through the factory's lock). Whatever backend the executable bootstrapped
+/// (Prometheus) receives them; in tests the default is a no-op.
+///
+/// Label sets are fixed per name (Prometheus rejects a name registered with two label sets),
+/// and no label ever carries a query name.
+final class ProxyMetrics: Sendable {
+    private let counters = Mutex<[String: Counter]>([:])
+    private let timers = Mutex<[String: Timer]>([:])
+
+    /// `dns_queries_total{transport,qtype,rcode}` and `dns_answer_duration_seconds{cache}`.
+    func answered(transport: String, qtype: String, rcode: String, cache: String, seconds: Duration) {
+        counter("dns_queries_total", [("transport", transport), ("qtype", qtype), ("rcode", rcode)]).increment()
+        timer("dns_answer_duration_seconds", [("cache", cache)]).record(duration: seconds)
+    }
+
+    /// `mdns_first_result_seconds`: from the start of an mDNS query to its first record.
+    func firstResult(after delay: Duration) {
+        timer("mdns_first_result_seconds", []).record(duration: delay)
+    }
+
+    func mdnsQueryStarted(link: String) { counter("mdns_queries_started_total", [("link", link)]).increment() }
+    func mdnsRateLimited(link: String) { counter("mdns_queries_rate_limited_total", [("link", link)]).increment() }
+    func aclRefused() { counter("dns_acl_refused_total", []).increment() }
+
+    private func counter(_ label: String, _ dimensions: [(String, String)]) -> Counter {
+        let key = Self.key(label, dimensions)
+        return counters.withLock { cache in
+            if let counter = cache[key] { return counter }
+            let counter = Counter(label: label, dimensions: dimensions)
+            cache[key] = counter
+            return counter
+        }
+    }
+
+    private func timer(_ label: String, _ dimensions: [(String, String)]) -> Timer {
+        let key = Self.key(label, dimensions)
+        return timers.withLock { cache in
+            if let timer = cache[key] { return timer }
+            let timer = Timer(label: label, dimensions: dimensions, preferredDisplayUnit: .seconds)
+            cache[key] = timer
+            return timer
+        }
+    }
+
+    private static func key(_ label: String, _ dimensions: [(String, String)]) -> String {
+        dimensions.reduce(label) { $0 + "|" + $1.0 + "=" + $1.1 }
+    }
+}

@@ -1,0 +1,56 @@
+import DiscoveryProxy
+import Logging
+import ServiceLifecycle
+import UnixSignals
+
+/// Re-reads the configuration on SIGHUP (and on the admin endpoint's POST /reload) and
+/// applies it to the running proxy without touching the DNS listeners. An invalid new
+/// configuration is rejected with its reasons logged, and the old one stays in force.
+final class Reloader: Sendable {
+    typealias Load = @Sendable () -> (AppConfiguration, [ConfigError])
+
+    private let load: Load
+    private let proxy: DiscoveryProxy
+    private let running: AppConfiguration
+    private let logger: Logger
+
+    init(load: @escaping Load, proxy: DiscoveryProxy, running: AppConfiguration, logger: Logger) {
+        self.load = load
+        self.proxy = proxy
+        self.running = running
+        self.logger = logger
+    }
+
+    /// Nil on success, else the problems (one line each).
+    func reload() -> [String]? {
+        let interfaces = InterfaceTable.system()
+        let (candidate, readErrors) = load()
+        let errors =
+            readErrors + AppConfiguration.withoutEchoes(candidate.validate(interfaces: interfaces), of: readErrors)
+        guard errors.isEmpty else {
+            for error in errors { logger.error("reload rejected, keeping the running configuration: \(error)") }
+            return errors.map(\.description)
+        }
+        if candidate.listen != running.listen || candidate.admin != running.admin {
+            logger.warning("listen and admin addresses change only on restart; other changes applied")
+        }
+        proxy.reconfigure(candidate.proxyConfiguration(interfaces: interfaces))
+        logger.info("configuration reloaded", metadata: ["proxy.links": "\(candidate.links.map(\.description))"])
+        return nil
+    }
+}
+
+/// Turns SIGHUP into `Reloader.reload()` for as long as the service group runs.
+struct ReloadOnHangup: Service {
+    let reloader: Reloader
+
+    func run() async throws {
+        for await _ in await UnixSignalsSequence(trapping: .sighup).cancelOnGracefulShutdown() {
+            _ = reloader.reload()
+        }
+    }
+}
+
+extension AppConfiguration.LinkSpec: CustomStringConvertible {
+    public var description: String { "\(interface)=\(domain)" }
+}
