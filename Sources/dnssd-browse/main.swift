@@ -1,1 +1,4 @@
-print("dnssd-browse: being written")
+// dnssd-browse: a unicast DNS-SD client (RFC 6763) in the style of `dns-sd -B` / `dns-sd -L`.
+import ArgumentParser
+
+DNSSDBrowse.main()

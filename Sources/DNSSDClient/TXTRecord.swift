@@ -1,0 +1,87 @@
+/// One `key[=value]` of a TXT record (RFC 6763 §6.3–6.5).
+public struct TXTEntry: Sendable, Hashable {
+    /// The key as text (ASCII 0x20–0x7E other than `=`; other bytes shown as `\DDD`).
+    public var key: String
+    /// The value bytes; nil for a boolean attribute (no `=`), empty for `key=`.
+    public var value: [UInt8]?
+
+    public init(key: String, value: [UInt8]?) {
+        self.key = key
+        self.value = value
+    }
+
+    /// The value for display: UTF-8 text with control characters and invalid bytes as `\xHH`
+    /// and a backslash as `\\`; nil for a boolean attribute.
+    public var displayValue: String? {
+        value.map(TXTRecord.displayBytes)
+    }
+
+    /// `key=value`, or `key` alone.
+    public var description: String {
+        displayValue.map { "\(key)=\($0)" } ?? key
+    }
+}
+
+public enum TXTRecord {
+    /// Parses TXT RDATA (length-prefixed strings) into entries. Empty strings (a lone zero
+    /// byte, RFC 6763 §6.1) and strings beginning with `=` are skipped; only the first
+    /// occurrence of a key counts, compared case-insensitively (§6.4). A string whose length
+    /// byte runs past the end is taken as far as it goes.
+    public static func parse(_ rdata: [UInt8]) -> [TXTEntry] {
+        var entries: [TXTEntry] = []
+        var seen: Set<String> = []
+        for string in strings(rdata) {
+            guard let first = string.first, first != UInt8(ascii: "=") else { continue }
+            let keyBytes: ArraySlice<UInt8>
+            let value: [UInt8]?
+            if let eq = string.firstIndex(of: UInt8(ascii: "=")) {
+                keyBytes = string[..<eq]
+                value = Array(string[(eq + 1)...])
+            } else {
+                keyBytes = string[...]
+                value = nil
+            }
+            let key = ServiceNames.displayLabel(Array(keyBytes))
+            guard seen.insert(key.lowercased()).inserted else { continue }
+            entries.append(TXTEntry(key: key, value: value))
+        }
+        return entries
+    }
+
+    /// The character strings of TXT RDATA, as sent.
+    public static func strings(_ rdata: [UInt8]) -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        var index = 0
+        while index < rdata.count {
+            let length = Int(rdata[index])
+            let end = min(rdata.count, index + 1 + length)
+            out.append(Array(rdata[(index + 1)..<end]))
+            index = end
+        }
+        return out
+    }
+
+    static func displayBytes(_ bytes: [UInt8]) -> String {
+        var out = ""
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            let length = ServiceNames.utf8SequenceLength(bytes, at: index)
+            if length > 1 {
+                out += String(decoding: bytes[index..<index + length], as: UTF8.self)
+                index += length
+                continue
+            }
+            if byte < 0x20 || byte >= 0x7F {
+                let hex = String(byte, radix: 16, uppercase: true)
+                out += "\\x" + (hex.count == 1 ? "0" : "") + hex
+            } else if byte == UInt8(ascii: "\\") {
+                out += "\\\\"
+            } else {
+                out += String(UnicodeScalar(byte))
+            }
+            index += 1
+        }
+        return out
+    }
+}

@@ -1,0 +1,357 @@
+import ArgumentParser
+import DNSSDClient
+import DNSWire
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+struct DNSSDBrowse: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dnssd-browse",
+        abstract: "Browse and resolve DNS-SD services over unicast DNS (RFC 6763), e.g. through a Discovery Proxy.",
+        usage: """
+            dnssd-browse [--server ADDR[:PORT]] [--tcp] [--json] [--watch] TYPE [DOMAIN]
+              dnssd-browse --resolve INSTANCE TYPE [DOMAIN]
+              dnssd-browse --types [DOMAIN]
+              dnssd-browse --domains [DOMAIN]
+            """,
+        discussion: """
+            TYPE is a service type such as _ipp._tcp (or a subtype, _printer._sub._http._tcp). \
+            INSTANCE is the instance name as shown by a browse, taken as one label: spaces, dots \
+            and UTF-8 are part of the name. DOMAIN is a DNS name (\\. and \\DDD escapes allowed).
+
+            Without --server the first nameserver of resolv.conf is used (port 53). Without \
+            DOMAIN, browse domains are discovered (RFC 6763 §11): for each search/domain entry of \
+            resolv.conf, lb._dns-sd._udp.<domain> then b._dns-sd._udp.<domain> PTR.
+
+            --watch polls again every TTL seconds (at least 5) and prints '+' and '-' lines for \
+            instances (types, domains) that appear and disappear, until --count polls or \
+            --duration seconds have passed (or forever).
+
+            Exit status:
+              0  success (a browse that finds no instances prints "no instances" and exits 0)
+              1  not found: no such instance (--resolve), no browse domain discovered
+              2  malformed name or server address
+              3  the server answered with an error: REFUSED (domain not served there), SERVFAIL, ...
+              4  timeout: no answer within --timeout seconds
+              5  network error: connection refused (ICMP port unreachable), unreachable, bad response
+              6  no usable resolv.conf (no nameserver line)
+             64  usage error
+            """)
+
+    @Option(name: .long, help: ArgumentHelp("DNS server, numeric: ADDR, ADDR:PORT or [IPv6]:PORT.", valueName: "ADDR[:PORT]"))
+    var server: String?
+
+    @Flag(name: .long, help: "Use TCP only (otherwise UDP, falling back to TCP when the answer is truncated).")
+    var tcp = false
+
+    @Flag(name: .long, help: "Resolve one instance: host, port, addresses and TXT (like dns-sd -L).")
+    var resolve = false
+
+    @Flag(name: .long, help: "List service types (_services._dns-sd._udp.DOMAIN PTR).")
+    var types = false
+
+    @Flag(name: .long, help: "List browse domains (b/db/lb._dns-sd._udp.DOMAIN PTR).")
+    var domains = false
+
+    @Flag(name: .long, help: "Print JSON (one object; with --watch one object a line per change).")
+    var json = false
+
+    @Flag(name: .long, help: "Poll again every TTL seconds (at least 5) and print +/- lines for changes.")
+    var watch = false
+
+    @Option(name: .long, help: ArgumentHelp("With --watch: stop after N polls.", valueName: "N"))
+    var count: Int?
+
+    @Option(name: .long, help: ArgumentHelp("With --watch: stop after S seconds.", valueName: "S"))
+    var duration: Double?
+
+    @Option(name: .long, help: ArgumentHelp("Seconds to wait for each answer (the proxy may take 6 s on a miss).", valueName: "SECONDS"))
+    var timeout: Double = 8
+
+    @Option(name: .long, help: ArgumentHelp("Resolver configuration to read.", valueName: "PATH"))
+    var resolvConf = "/etc/resolv.conf"
+
+    @Argument(help: ArgumentHelp("TYPE [DOMAIN], INSTANCE TYPE [DOMAIN] (--resolve) or [DOMAIN] (--types, --domains).", valueName: "NAMES"))
+    var names: [String] = []
+
+    enum Mode { case browse, resolve, types, domains }
+
+    var mode: Mode {
+        if self.resolve { return .resolve }
+        if self.types { return .types }
+        if self.domains { return .domains }
+        return .browse
+    }
+
+    func validate() throws {
+        guard [self.resolve, self.types, self.domains].filter({ $0 }).count <= 1 else {
+            throw ValidationError("--resolve, --types and --domains exclude each other")
+        }
+        let range: ClosedRange<Int>
+        switch self.mode {
+        case .browse: range = 1...2
+        case .resolve: range = 2...3
+        case .types, .domains: range = 0...1
+        }
+        guard range.contains(self.names.count) else {
+            switch self.mode {
+            case .browse: throw ValidationError("expected TYPE [DOMAIN]")
+            case .resolve: throw ValidationError("expected INSTANCE TYPE [DOMAIN] after --resolve")
+            case .types, .domains: throw ValidationError("expected at most one DOMAIN")
+            }
+        }
+        guard self.timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        if self.watch && self.mode == .resolve { throw ValidationError("--watch works with lists, not --resolve") }
+        if !self.watch && (self.count != nil || self.duration != nil) {
+            throw ValidationError("--count and --duration need --watch")
+        }
+        if let count = self.count, count < 1 { throw ValidationError("--count must be at least 1") }
+        if let duration = self.duration, duration <= 0 { throw ValidationError("--duration must be positive") }
+    }
+
+    func run() throws {
+        do {
+            try self.execute()
+        } catch {
+            Console.error("dnssd-browse: \(error)")
+            throw ExitCode(error.exitStatus)
+        }
+    }
+
+    func execute() throws(DNSSDError) {
+        // Parse every name first: a malformed one is reported before any network traffic.
+        let explicitDomain: DNSName?
+        var type: [[UInt8]] = []
+        var instance: [UInt8] = []
+        switch self.mode {
+        case .browse:
+            type = try ServiceNames.parseServiceType(self.names[0])
+            explicitDomain = try self.names.count > 1 ? ServiceNames.parseDomain(self.names[1]) : nil
+        case .resolve:
+            instance = try ServiceNames.instanceLabel(self.names[0])
+            type = try ServiceNames.parseServiceType(self.names[1])
+            explicitDomain = try self.names.count > 2 ? ServiceNames.parseDomain(self.names[2]) : nil
+        case .types, .domains:
+            explicitDomain = try self.names.first.map { (text) throws(DNSSDError) in try ServiceNames.parseDomain(text) }
+        }
+
+        var resolvConf: ResolverConfiguration?
+        func loadResolvConf() throws(DNSSDError) -> ResolverConfiguration {
+            if let resolvConf { return resolvConf }
+            let loaded = try ResolverConfiguration.load(path: self.resolvConf)
+            resolvConf = loaded
+            return loaded
+        }
+        let server: ServerAddress
+        if let text = self.server {
+            server = try ServerAddress(parsing: text)
+        } else {
+            guard let first = try loadResolvConf().nameservers.first else {
+                throw .resolvConf(path: self.resolvConf, reason: "no nameserver line; use --server ADDR[:PORT]")
+            }
+            server = first
+        }
+        let client = DNSSDClient(transport: DNSTransport(server: server, timeout: self.timeout, tcpOnly: self.tcp))
+        let serverText = server.description
+
+        let searchDomains: [DNSName]
+        if explicitDomain == nil {
+            searchDomains = try loadResolvConf().searchDomains.compactMap { try? ServiceNames.parseDomain($0) }
+        } else {
+            searchDomains = []
+        }
+        func browseDomains() throws(DNSSDError) -> [DNSName] {
+            if let explicitDomain { return [explicitDomain] }
+            let found = try client.discoverBrowseDomains(searchDomains: searchDomains)
+            guard !found.isEmpty else {
+                throw .noBrowseDomains(searched: searchDomains.map(ServiceNames.display), server: serverText)
+            }
+            return found.map(\.domain)
+        }
+
+        switch self.mode {
+        case .resolve:
+            var lastError: DNSSDError?
+            for domain in try browseDomains() {
+                do {
+                    let service = try client.resolve(instance: instance, type: type, domain: domain)
+                    Console.out(self.json ? Output.resolveJSON(service, server: serverText) : Output.resolveText(service, server: serverText))
+                    return
+                } catch {
+                    guard case .instanceNotFound = error else { throw error }
+                    lastError = error
+                }
+            }
+            throw lastError!
+
+        case .browse:
+            let domains = try browseDomains()
+            let poll = { () throws(DNSSDError) -> [ServiceInstance] in
+                var all: [ServiceInstance] = []
+                for domain in domains { all += try client.browse(type: type, domain: domain) }
+                return all
+            }
+            if self.watch {
+                Console.out(Output.browseTitle(type: type, domains: domains, server: serverText) + "\n", unless: self.json)
+                Console.out(Output.instanceHeader(watch: true) + "\n", unless: self.json)
+                try self.watchLoop { () throws(DNSSDError) in
+                    let instances = try poll()
+                    return (instances.map(Output.instanceRow), instances.map(\.ttl).min())
+                }
+            } else {
+                let instances = try poll()
+                Console.out(
+                    self.json
+                        ? Output.browseJSON(instances, type: type, domains: domains, server: serverText)
+                        : Output.browseText(instances, type: type, domains: domains, server: serverText))
+            }
+
+        case .types:
+            let domains = try browseDomains()
+            let poll = { () throws(DNSSDError) -> [ServiceTypeEntry] in
+                var all: [ServiceTypeEntry] = []
+                for domain in domains { all += try client.serviceTypes(domain: domain) }
+                return all
+            }
+            if self.watch {
+                Console.out(Output.typeHeader(watch: true) + "\n", unless: self.json)
+                try self.watchLoop { () throws(DNSSDError) in
+                    let types = try poll()
+                    return (types.map(Output.typeRow), types.map(\.ttl).min())
+                }
+            } else {
+                let types = try poll()
+                Console.out(
+                    self.json
+                        ? Output.typesJSON(types, domains: domains, server: serverText)
+                        : Output.typesText(types, domains: domains, server: serverText))
+            }
+
+        case .domains:
+            let searched = explicitDomain.map { [$0] } ?? searchDomains
+            guard !searched.isEmpty else { throw .noBrowseDomains(searched: [], server: serverText) }
+            let poll = { () throws(DNSSDError) -> [BrowseDomain] in
+                if let explicitDomain { return try client.browseDomains(in: explicitDomain) }
+                var all: [BrowseDomain] = []
+                for search in searched {
+                    let found: [BrowseDomain]
+                    do throws(DNSSDError) {
+                        found = try client.browseDomains(in: search)
+                    } catch {
+                        // Search domains are only hints: one the server does not serve is skipped.
+                        switch error {
+                        case .refused, .serverFailure, .errorRCode: continue
+                        default: throw error
+                        }
+                    }
+                    all += found.filter { entry in !all.contains { $0.domain == entry.domain } }
+                }
+                return all
+            }
+            if self.watch {
+                Console.out(Output.domainHeader(watch: true) + "\n", unless: self.json)
+                try self.watchLoop { () throws(DNSSDError) in
+                    let found = try poll()
+                    return (found.map(Output.domainRow), found.map(\.ttl).min())
+                }
+            } else {
+                let found = try poll()
+                if found.isEmpty && explicitDomain == nil {
+                    throw .noBrowseDomains(searched: searched.map(ServiceNames.display), server: serverText)
+                }
+                Console.out(
+                    self.json
+                        ? Output.domainsJSON(found, searched: searched, server: serverText)
+                        : Output.domainsText(found, searched: searched, server: serverText))
+            }
+        }
+    }
+
+    /// Polls until --count or --duration; prints +/- lines for what changed. The first poll
+    /// prints every row as an add.
+    func watchLoop(_ poll: () throws(DNSSDError) -> (rows: [OutputRow], minTTL: UInt32?)) throws(DNSSDError) {
+        let start = Console.monotonic
+        var previous: [OutputRow] = []
+        var polls = 0
+        while true {
+            let (rows, minTTL) = try poll()
+            let (added, removed) = Output.diff(old: previous, new: rows)
+            let time = Console.timeOfDay
+            for row in removed {
+                Console.out((self.json ? Output.watchJSON(added: false, time: time, row: row) : Output.watchLine(added: false, time: time, row: row)) + "\n")
+            }
+            for row in added {
+                Console.out((self.json ? Output.watchJSON(added: true, time: time, row: row) : Output.watchLine(added: true, time: time, row: row)) + "\n")
+            }
+            previous = rows
+            polls += 1
+            if let count = self.count, polls >= count { return }
+            var interval = Double(max(5, minTTL ?? 10))
+            if let duration = self.duration {
+                let remaining = start + duration - Console.monotonic
+                if remaining <= 0 { return }
+                if remaining < interval {
+                    Console.sleep(remaining)
+                    return
+                }
+                interval = min(interval, remaining)
+            }
+            Console.sleep(interval)
+        }
+    }
+}
+
+/// Unbuffered output (write(2)), so --watch lines reach a pipe at once; time helpers.
+enum Console {
+    static func out(_ text: String, unless skip: Bool = false) {
+        guard !skip else { return }
+        self.write(1, text)
+    }
+
+    static func error(_ line: String) {
+        self.write(2, line + "\n")
+    }
+
+    private static func write(_ fd: Int32, _ text: String) {
+        var bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeMutableBytes { buffer in
+                #if canImport(Glibc)
+                Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                #else
+                Darwin.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                #endif
+            }
+            if written < 0 && errno == EINTR { continue }
+            if written <= 0 { return }
+            offset += written
+        }
+    }
+
+    static var monotonic: Double {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+    }
+
+    /// Local time as HH:MM:SS.
+    static var timeOfDay: String {
+        var now = time(nil)
+        var parts = tm()
+        localtime_r(&now, &parts)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))"
+    }
+
+    static func sleep(_ seconds: Double) {
+        guard seconds > 0 else { return }
+        var request = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - seconds.rounded(.down)) * 1e9))
+        var remaining = timespec()
+        while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
+    }
+}
