@@ -1,0 +1,83 @@
+public import Hummingbird
+public import Prometheus
+import Foundation
+import HTTPTypes
+import NIOCore
+
+/// The admin routes:
+///
+/// - `GET /`: HTML status page.
+/// - `GET /api/services`: the `AdminStatus` as JSON.
+/// - `GET /healthz`: 200 `ok`, or 503 with one reason per line.
+/// - `GET /metrics`: Prometheus text format of `registry`, after mirroring the snapshot into it.
+/// - `POST /reload`: `source.reload()`; 200 `reloaded`, or 400 with one error per line.
+///
+/// Call once per registry (it creates the snapshot metrics through a `MetricsBridge`).
+public func buildAdminRouter(
+    source: some AdminStatusSource,
+    registry: PrometheusCollectorRegistry
+) -> Router<BasicRequestContext> {
+    let bridge = MetricsBridge(registry: registry)
+    let router = Router(context: BasicRequestContext.self)
+
+    router.get("/") { _, _ -> Response in
+        AdminResponse.text(StatusPage.render(source.adminStatus()), contentType: "text/html; charset=utf-8")
+    }
+
+    router.get("/api/services") { _, _ -> Response in
+        let data = try source.adminStatus().jsonData()
+        return AdminResponse.bytes(data, contentType: "application/json; charset=utf-8")
+    }
+
+    router.get("/healthz") { _, _ -> Response in
+        let health = source.adminStatus().health
+        if health.ok {
+            return AdminResponse.text("ok\n")
+        }
+        let reasons = health.reasons.isEmpty ? ["not ready"] : health.reasons
+        return AdminResponse.text(reasons.joined(separator: "\n") + "\n", status: .serviceUnavailable)
+    }
+
+    router.get("/metrics") { _, _ -> Response in
+        bridge.update(from: source.adminStatus())
+        return AdminResponse.bytes(registry.emitToBuffer(), contentType: "text/plain; version=0.0.4; charset=utf-8")
+    }
+
+    router.post("/reload") { request, _ -> Response in
+        // A web page elsewhere must not make the operator's browser trigger a reload.
+        if let origin = request.headers[.origin], origin != "http://\(request.head.authority ?? "")" {
+            return AdminResponse.text("cross-origin request refused\n", status: .forbidden)
+        }
+        switch await source.reload() {
+        case .ok:
+            return AdminResponse.text("reloaded\n")
+        case .failed(let errors):
+            let lines = errors.isEmpty ? ["reload failed"] : errors
+            return AdminResponse.text(lines.joined(separator: "\n") + "\n", status: .badRequest)
+        }
+    }
+
+    return router
+}
+
+enum AdminResponse {
+    static func text(
+        _ text: String,
+        status: HTTPResponse.Status = .ok,
+        contentType: String = "text/plain; charset=utf-8"
+    ) -> Response {
+        Self.buffer(ByteBuffer(string: text), status: status, contentType: contentType)
+    }
+
+    static func bytes(_ bytes: some Sequence<UInt8>, contentType: String) -> Response {
+        Self.buffer(ByteBuffer(bytes: bytes), status: .ok, contentType: contentType)
+    }
+
+    private static func buffer(_ buffer: ByteBuffer, status: HTTPResponse.Status, contentType: String) -> Response {
+        Response(
+            status: status,
+            headers: [.contentType: contentType, .cacheControl: "no-store"],
+            body: ResponseBody(byteBuffer: buffer)
+        )
+    }
+}

@@ -1,0 +1,142 @@
+public import DiscoveryProxy
+public import Foundation
+
+/// Where the admin server gets what it shows: implemented by the application, faked in tests.
+///
+/// `adminStatus()` is called once per request (and per `/metrics` scrape), so it should be a
+/// cheap snapshot. `reload()` re-reads the configuration for `POST /reload`.
+public protocol AdminStatusSource: Sendable {
+    func adminStatus() -> AdminStatus
+    func reload() async -> ReloadResult
+}
+
+/// The outcome of `POST /reload`.
+public enum ReloadResult: Sendable, Equatable {
+    /// The new configuration is in effect.
+    case ok
+    /// Nothing changed; one line per problem (key, bad value, why).
+    case failed([String])
+}
+
+/// A snapshot of the running proxy: the data contract behind `/`, `/api/services`, `/healthz`
+/// and `/metrics`. Key names are stable; `/api/services` is this struct as JSON.
+public struct AdminStatus: Sendable, Codable, Equatable {
+    /// The proxy's version string, e.g. `1.2.0`.
+    public var version: String
+    /// When the process started (ISO 8601 in JSON).
+    public var startedAt: Date
+    public var uptimeSeconds: Double
+    public var health: Health
+    /// DNS messages read from the UDP listeners.
+    public var udpQueriesReceived: Int
+    /// DNS messages read from TCP connections.
+    public var tcpQueriesReceived: Int
+    public var tcp: TCPStats
+    public var avahi: AvahiStats
+    public var proxy: ProxyStats
+    public var links: [LinkStatus]
+
+    public init(
+        version: String,
+        startedAt: Date,
+        uptimeSeconds: Double,
+        health: Health = Health(),
+        udpQueriesReceived: Int = 0,
+        tcpQueriesReceived: Int = 0,
+        tcp: TCPStats = TCPStats(),
+        avahi: AvahiStats = AvahiStats(),
+        proxy: ProxyStats = ProxyStats(),
+        links: [LinkStatus] = []
+    ) {
+        self.version = version
+        self.startedAt = startedAt
+        self.uptimeSeconds = uptimeSeconds
+        self.health = health
+        self.udpQueriesReceived = udpQueriesReceived
+        self.tcpQueriesReceived = tcpQueriesReceived
+        self.tcp = tcp
+        self.avahi = avahi
+        self.proxy = proxy
+        self.links = links
+    }
+}
+
+/// Whether the proxy can do its job; `/healthz` answers 200 when `ok`, else 503 with `reasons`.
+public struct Health: Sendable, Codable, Equatable {
+    public var ok: Bool
+    /// Why not ok, one human-readable line each (empty when ok).
+    public var reasons: [String]
+    /// State of the mDNS backend, e.g. `running`, `connecting`, `failed`.
+    public var mdnsState: String
+    /// The DNS listeners that are up, e.g. `udp 0.0.0.0:53`, `tcp 0.0.0.0:53`.
+    public var listeners: [String]
+
+    public init(ok: Bool = true, reasons: [String] = [], mdnsState: String = "running", listeners: [String] = []) {
+        self.ok = ok
+        self.reasons = reasons
+        self.mdnsState = mdnsState
+        self.listeners = listeners
+    }
+}
+
+/// DNS-over-TCP connection counters. `open` is a level; the rest only grow.
+public struct TCPStats: Sendable, Codable, Equatable {
+    public var open: Int
+    public var accepted: Int
+    public var closedIdle: Int
+    public var closedLimit: Int
+    public var closedError: Int
+    public var closedClient: Int
+
+    public init(
+        open: Int = 0,
+        accepted: Int = 0,
+        closedIdle: Int = 0,
+        closedLimit: Int = 0,
+        closedError: Int = 0,
+        closedClient: Int = 0
+    ) {
+        self.open = open
+        self.accepted = accepted
+        self.closedIdle = closedIdle
+        self.closedLimit = closedLimit
+        self.closedError = closedError
+        self.closedClient = closedClient
+    }
+}
+
+/// The avahi-daemon backend.
+public struct AvahiStats: Sendable, Codable, Equatable {
+    /// Whether avahi-daemon is reachable now (`mdns_backend_connected`).
+    public var connected: Bool
+    /// avahi client connections (D-Bus) currently open.
+    public var clients: Int
+    /// avahi record browsers currently live.
+    public var liveQueries: Int
+    /// Times the backend reconnected after avahi-daemon went away (only grows).
+    public var reconnects: Int
+
+    public init(connected: Bool = true, clients: Int = 0, liveQueries: Int = 0, reconnects: Int = 0) {
+        self.connected = connected
+        self.clients = clients
+        self.liveQueries = liveQueries
+        self.reconnects = reconnects
+    }
+}
+
+extension AdminStatus {
+    /// The JSON form served at `/api/services`: sorted keys, ISO 8601 dates, pretty-printed.
+    public func jsonData() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        return try encoder.encode(self)
+    }
+
+    /// Reads what `jsonData()` wrote (`/api/services`).
+    public init(jsonData: Data) throws {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        self = try decoder.decode(AdminStatus.self, from: jsonData)
+    }
+}

@@ -1,0 +1,256 @@
+import DiscoveryProxy
+import Foundation
+
+/// The server-rendered status page at `/`: one self-contained HTML document (inline CSS, no
+/// scripts, no external assets) that refreshes itself every 10 s.
+public enum StatusPage {
+    public static func render(_ status: AdminStatus) -> String {
+        var html = ""
+        html.reserveCapacity(16_384)
+        let proxy = status.proxy
+        let health = status.health
+        let healthText = health.ok ? "Healthy" : "Unhealthy"
+        let totalQueries = status.udpQueriesReceived + status.tcpQueriesReceived
+        let listeners = health.listeners.isEmpty ? "—" : health.listeners.map(escape).joined(separator: ", ")
+
+        html += """
+            <!DOCTYPE html>
+            <html lang="en">
+            <head>
+            <meta charset="utf-8">
+            <meta name="viewport" content="width=device-width, initial-scale=1">
+            <meta http-equiv="refresh" content="10">
+            <title>\(escape(healthText)) · Discovery Proxy</title>
+            <style>\(css)</style>
+            </head>
+            <body>
+            <header class="top \(health.ok ? "good" : "bad")">
+            <div class="title">
+            <h1>Discovery Proxy</h1>
+            <span class="pill">\(health.ok ? "●" : "▲") \(escape(healthText))</span>
+            </div>
+            <dl class="facts">
+            <div><dt>Uptime</dt><dd>\(escape(formatUptime(status.uptimeSeconds)))</dd></div>
+            <div><dt>Version</dt><dd>\(escape(status.version))</dd></div>
+            <div><dt>mDNS</dt><dd>\(escape(health.mdnsState))</dd></div>
+            <div><dt>Listening</dt><dd>\(listeners)</dd></div>
+            </dl>
+
+            """
+        if !health.ok {
+            html += "<ul class=\"reasons\">"
+            for reason in health.reasons.isEmpty ? ["not ready"] : health.reasons {
+                html += "<li>\(escape(reason))</li>"
+            }
+            html += "</ul>\n"
+        }
+        html += "</header>\n<main>\n<section class=\"cards\">\n"
+
+        func card(_ label: String, _ value: String, _ detail: String, warn: Bool = false, bad: Bool = false) {
+            html += """
+                <div class="card\(bad ? " bad" : warn ? " warn" : "")"><div class="label">\(escape(label))</div>\
+                <div class="value">\(escape(value))</div><div class="detail">\(escape(detail))</div></div>
+
+                """
+        }
+        let lookups = proxy.cacheHits + proxy.cacheMisses
+        card(
+            "Queries", formatCount(totalQueries),
+            "UDP \(formatCount(status.udpQueriesReceived)) · TCP \(formatCount(status.tcpQueriesReceived))")
+        card(
+            "Cache hit ratio",
+            lookups > 0 ? "\(Int((MetricsBridge.hitRatio(proxy) * 100).rounded())) %" : "—",
+            "\(formatCount(proxy.cacheHits)) hits · \(formatCount(proxy.cacheMisses)) misses")
+        card(
+            "Cache misses", formatCount(proxy.cacheMisses),
+            "\(formatCount(proxy.negativeTimeouts)) ended with no data")
+        card(
+            "Refused", formatCount(proxy.refused),
+            "\(formatCount(proxy.aclRefused)) by client ACL · rest outside the zones")
+        card(
+            "Malformed", formatCount(proxy.formErr),
+            "\(formatCount(proxy.notImp)) not implemented · \(formatCount(proxy.badVers)) bad EDNS",
+            warn: proxy.formErr > 0)
+        card(
+            "TCP connections", "\(formatCount(status.tcp.open)) open",
+            "\(formatCount(status.tcp.accepted)) accepted · \(formatCount(status.tcp.closedIdle)) idle · "
+                + "\(formatCount(status.tcp.closedLimit)) limit · \(formatCount(status.tcp.closedError)) error")
+        card(
+            "mDNS browses", "\(formatCount(proxy.activeBrowses)) active",
+            "\(formatCount(proxy.mdnsQueriesStarted)) started · \(formatCount(proxy.rateLimited)) rate-limited")
+        card(
+            "Avahi", status.avahi.connected ? "connected" : "disconnected",
+            "\(plural(status.avahi.clients, "client")) · \(plural(status.avahi.liveQueries, "query", "queries")) · "
+                + plural(status.avahi.reconnects, "reconnect"),
+            bad: !status.avahi.connected)
+        html += "</section>\n"
+
+        if status.links.isEmpty {
+            html += "<section class=\"link\"><p class=\"empty\">No links configured.</p></section>\n"
+        }
+        for link in status.links {
+            let services = link.services.sorted {
+                ($0.type.lowercased(), $0.instance.lowercased()) < ($1.type.lowercased(), $1.instance.lowercased())
+            }
+            html += """
+                <section class="link">
+                <div class="link-head"><h2>\(escape(link.zone))</h2>\
+                <span class="tag">\(escape(link.interface))</span>\
+                <span class="muted">\(plural(services.count, "service")) · \
+                \(plural(link.activeBrowses, "active browse"))</span></div>
+
+                """
+            if services.isEmpty {
+                html += "<p class=\"empty\">No services cached. They appear here once a client browses this zone.</p>\n"
+            } else {
+                html += """
+                    <table>
+                    <thead><tr><th>Type</th><th>Instance</th><th>Host</th><th class="num">Port</th>\
+                    <th>Addresses</th><th>TXT</th><th class="num">Seen</th></tr></thead>
+                    <tbody>
+
+                    """
+                for service in services {
+                    html += "<tr><td><code>\(escape(service.type))</code></td>"
+                    html += "<td class=\"instance\">\(escape(service.instance))</td>"
+                    let host = service.host.map { "<code>\(escape($0))</code>" }
+                    let addresses = service.addresses.map { "<code>\(escape($0))</code>" }
+                    html += "<td>\(host ?? "<span class=\"muted\">not resolved</span>")</td>"
+                    html += "<td class=\"num\">\(service.port.map { String($0) } ?? "")</td>"
+                    html += "<td>\(addresses.joined(separator: "<br>"))</td>"
+                    html += "<td>"
+                    if let txt = service.txt {
+                        html += txt.map { entry in
+                            let text = entry.value.map { "\(entry.key)=\($0)" } ?? entry.key
+                            return "<span class=\"chip\">\(escape(text))</span>"
+                        }.joined(separator: " ")
+                    }
+                    html += "</td><td class=\"num muted\">\(escape(formatAge(service.ageSeconds)))</td></tr>\n"
+                }
+                html += "</tbody>\n</table>\n"
+            }
+            html += "</section>\n"
+        }
+
+        html += """
+            </main>
+            <footer>Started \(escape(formatDate(status.startedAt))) · \
+            <a href="/api/services">/api/services</a> · <a href="/metrics">/metrics</a> · \
+            <a href="/healthz">/healthz</a> · refreshes every 10 s</footer>
+            </body>
+            </html>
+
+            """
+        return html
+    }
+
+    /// Escapes text for HTML element content and quoted attribute values.
+    public static func escape(_ text: String) -> String {
+        var out = ""
+        out.unicodeScalars.reserveCapacity(text.unicodeScalars.count)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            case "\u{0}"..."\u{8}", "\u{B}", "\u{C}", "\u{E}"..."\u{1F}", "\u{7F}":
+                out += "\u{FFFD}"  // not allowed in HTML
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    /// `45 s`, `12 min`, `3 h 20 min`, `2 d 4 h`.
+    static func formatUptime(_ seconds: Double) -> String {
+        let total = max(0, Int(seconds))
+        let days = total / 86_400
+        let hours = total % 86_400 / 3600
+        let minutes = total % 3600 / 60
+        if days > 0 { return "\(days) d \(hours) h" }
+        if hours > 0 { return "\(hours) h \(minutes) min" }
+        if minutes > 0 { return "\(minutes) min" }
+        return "\(total) s"
+    }
+
+    /// `12 s ago`, `5 min ago`, `3 h ago`, `2 d ago`.
+    static func formatAge(_ seconds: Double) -> String {
+        let total = max(0, Int(seconds))
+        if total < 60 { return "\(total) s ago" }
+        if total < 3600 { return "\(total / 60) min ago" }
+        if total < 86_400 { return "\(total / 3600) h ago" }
+        return "\(total / 86_400) d ago"
+    }
+
+    /// Thousands separated by a thin space: `12 345`.
+    static func formatCount(_ value: Int) -> String {
+        let digits = String(value.magnitude)
+        var out = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0, (digits.count - index) % 3 == 0 { out += "\u{202F}" }
+            out.append(digit)
+        }
+        return value < 0 ? "-" + out : out
+    }
+
+    /// `1 client`, `3 clients`.
+    static func plural(_ count: Int, _ singular: String, _ pluralForm: String? = nil) -> String {
+        "\(formatCount(count)) \(count == 1 ? singular : pluralForm ?? singular + "s")"
+    }
+
+    static func formatDate(_ date: Date) -> String {
+        date.ISO8601Format()
+    }
+
+    static let css = """
+        :root{--fg:#1d2330;--muted:#6b7385;--line:#e3e6ec;--bg:#f5f6f8;--card:#fff;--good:#1f8a4c;--bad:#c62f2f;
+            --warn:#b86e00}
+        *{box-sizing:border-box}
+        body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","DejaVu Sans",sans-serif;
+            color:var(--fg);background:var(--bg)}
+        code{font:12.5px/1.4 ui-monospace,"SF Mono","DejaVu Sans Mono",Menlo,Consolas,monospace}
+        .top{padding:18px 28px 16px;color:#fff}
+        .top.good{background:linear-gradient(90deg,#1b7a43,#23965a)}
+        .top.bad{background:linear-gradient(90deg,#a82424,#cf3a3a)}
+        .title{display:flex;align-items:center;gap:14px}
+        h1{margin:0;font-size:22px;font-weight:650;letter-spacing:.2px}
+        .pill{background:rgba(255,255,255,.2);border:1px solid rgba(255,255,255,.45);border-radius:999px;
+            padding:2px 12px;font-weight:600;font-size:13px}
+        .facts{display:flex;flex-wrap:wrap;gap:6px 28px;margin:10px 0 0}
+        .facts div{display:flex;gap:6px}
+        .facts dt{opacity:.8}
+        .facts dd{margin:0;font-weight:600}
+        .reasons{margin:10px 0 0;padding:8px 12px 8px 28px;background:rgba(0,0,0,.18);border-radius:6px}
+        main{padding:20px 28px;max-width:1500px}
+        .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(260px,1fr));gap:12px;margin-bottom:22px}
+        .card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:12px 14px}
+        .card.warn{border-color:#f0c27a;background:#fffaf0}
+        .label{color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.5px}
+        .value{font-size:24px;font-weight:650;margin:2px 0;font-variant-numeric:tabular-nums}
+        .card.warn .value{color:var(--warn)}
+        .card.bad{border-color:#eba3a3;background:#fff5f5}
+        .card.bad .value{color:var(--bad)}
+        .detail{color:var(--muted);font-size:12.5px}
+        .link{background:var(--card);border:1px solid var(--line);border-radius:8px;margin-bottom:18px;overflow:hidden}
+        .link-head{display:flex;align-items:baseline;gap:10px;padding:12px 16px;border-bottom:1px solid var(--line)}
+        h2{margin:0;font-size:17px;font-weight:650}
+        .tag{background:#e8eefc;color:#2a4a9b;border-radius:4px;padding:1px 8px;
+            font:600 12px ui-monospace,"DejaVu Sans Mono",monospace}
+        .muted{color:var(--muted)}
+        .empty{margin:0;padding:14px 16px;color:var(--muted)}
+        table{width:100%;border-collapse:collapse}
+        th{text-align:left;font-size:12px;font-weight:600;color:var(--muted);text-transform:uppercase;
+            letter-spacing:.4px;background:#fafbfc;padding:8px 12px;border-bottom:1px solid var(--line)}
+        td{padding:8px 12px;border-bottom:1px solid var(--line);vertical-align:top}
+        tbody tr:last-child td{border-bottom:0}
+        tbody tr:hover{background:#f9fafb}
+        .num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+        .instance{font-weight:600;overflow-wrap:anywhere}
+        .chip{display:inline-block;background:#eef0f4;border:1px solid #dde1e8;border-radius:4px;padding:0 6px;
+            margin:1px 0;font:12px/1.6 ui-monospace,"DejaVu Sans Mono",monospace;overflow-wrap:anywhere}
+        footer{padding:0 28px 24px;color:var(--muted);font-size:12.5px}
+        footer a{color:inherit}
+        """
+}

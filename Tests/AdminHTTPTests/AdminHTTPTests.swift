@@ -1,0 +1,275 @@
+import AdminHTTP
+import DiscoveryProxy
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Metrics
+import NIOCore
+import Prometheus
+import ServiceLifecycle
+import Testing
+
+@Suite struct AdminRouterTests {
+    func makeApp(_ source: FakeStatusSource, registry: PrometheusCollectorRegistry = .init())
+        -> some ApplicationProtocol
+    {
+        Application(router: buildAdminRouter(source: source, registry: registry))
+    }
+
+    @Test func healthzFollowsTheSource() async throws {
+        let source = FakeStatusSource()
+        try await self.makeApp(source).test(.router) { client in
+            try await client.execute(uri: "/healthz", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(String(buffer: response.body) == "ok\n")
+                #expect(response.headers[.contentType] == "text/plain; charset=utf-8")
+            }
+            source.update {
+                $0.health.ok = false
+                $0.health.reasons = ["avahi-daemon unreachable", "no DNS listener"]
+            }
+            try await client.execute(uri: "/healthz", method: .get) { response in
+                #expect(response.status == .serviceUnavailable)
+                #expect(String(buffer: response.body) == "avahi-daemon unreachable\nno DNS listener\n")
+            }
+            source.update { $0.health = Health(ok: true) }
+            try await client.execute(uri: "/healthz", method: .get) { response in
+                #expect(response.status == .ok)
+            }
+        }
+    }
+
+    @Test func apiServicesIsTheStatusAsJSON() async throws {
+        let source = FakeStatusSource()
+        try await self.makeApp(source).test(.router) { client in
+            try await client.execute(uri: "/api/services", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType] == "application/json; charset=utf-8")
+                let data = Data(response.body.readableBytesView)
+                let decoded = try AdminStatus(jsonData: data)
+                #expect(decoded == source.adminStatus())
+                // Stable key names that scripts rely on.
+                let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+                #expect(
+                    Set(object.keys) == [
+                        "version", "startedAt", "uptimeSeconds", "health", "udpQueriesReceived",
+                        "tcpQueriesReceived", "tcp", "avahi", "proxy", "links",
+                    ])
+                #expect(object["startedAt"] as? String == "2025-06-15T15:06:40Z")
+                let links = try #require(object["links"] as? [[String: Any]])
+                #expect(links.first?["interface"] as? String == "eth1")
+                let services = try #require(links.first?["services"] as? [[String: Any]])
+                #expect(services[1]["instance"] as? String == AdminStatus.hostileInstance)
+            }
+        }
+    }
+
+    @Test func statusPageIsEscapedHTML() async throws {
+        let source = FakeStatusSource()
+        try await self.makeApp(source).test(.router) { client in
+            try await client.execute(uri: "/", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType] == "text/html; charset=utf-8")
+                let html = String(buffer: response.body)
+                #expect(html.hasPrefix("<!DOCTYPE html>"))
+                #expect(!html.contains("<script"))
+                #expect(
+                    html.contains(
+                        "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;Drucker Küche&#39; 🖨"))
+                #expect(html.contains("<span class=\"chip\">note=a&lt;b &amp; &quot;c&quot;</span>"))
+                #expect(html.contains("<span class=\"chip\">rp=ipp/print</span>"))
+                #expect(html.contains("<span class=\"chip\">duplex</span>"))
+                #expect(html.contains("12 s ago"))
+                #expect(html.contains("1 h ago"))
+                #expect(html.contains("lab1.example.com."))
+                #expect(html.contains("Healthy"))
+                #expect(html.contains("3 h 25 min"))
+                #expect(html.contains("80 %"))
+                #expect(!html.contains("src="))  // no external assets
+            }
+            source.update {
+                $0.health = Health(ok: false, reasons: ["avahi <down>"], mdnsState: "failed")
+                $0.links[0].zone = "<b>evil</b>."
+            }
+            try await client.execute(uri: "/", method: .get) { response in
+                let html = String(buffer: response.body)
+                #expect(html.contains("Unhealthy"))
+                #expect(html.contains("<li>avahi &lt;down&gt;</li>"))
+                #expect(html.contains("&lt;b&gt;evil&lt;/b&gt;."))
+                #expect(!html.contains("<b>evil"))
+            }
+        }
+    }
+
+    @Test func metricsMirrorTheSnapshot() async throws {
+        let source = FakeStatusSource()
+        let registry = PrometheusCollectorRegistry()
+        // Metrics recorded elsewhere into the same registry show up in the same scrape.
+        let elsewhere = PrometheusMetricsFactory(registry: registry)
+        Counter(
+            label: "dns_queries_total", dimensions: [("transport", "udp"), ("qtype", "PTR"), ("rcode", "NOERROR")],
+            factory: elsewhere
+        ).increment(by: 4)
+
+        try await self.makeApp(source, registry: registry).test(.router) { client in
+            var text = try await client.execute(uri: "/metrics", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType] == "text/plain; version=0.0.4; charset=utf-8")
+                return String(buffer: response.body)
+            }
+            #expect(sample(text, #"dns_tcp_connections_total{event="accepted"}"#) == 3)
+            #expect(sample(text, #"dns_tcp_connections_total{event="closed_idle"}"#) == 1)
+            #expect(sample(text, #"dns_tcp_connections_total{event="closed_limit"}"#) == 0)
+            #expect(sample(text, #"dns_tcp_connections_total{event="closed_error"}"#) == 0)
+            #expect(sample(text, #"dns_tcp_connections_total{event="closed_client"}"#) == 0)
+            #expect(sample(text, "dns_tcp_connections_open") == 2)
+            #expect(sample(text, #"dns_queries_received_total{transport="udp"}"#) == 1400)
+            #expect(sample(text, #"dns_queries_received_total{transport="tcp"}"#) == 123)
+            #expect(sample(text, "dns_cache_entries") == 9)
+            #expect(sample(text, "dns_cache_hit_ratio") == 0.8)
+            #expect(sample(text, #"mdns_browses_active{link="eth1"}"#) == 6)
+            #expect(sample(text, #"mdns_browses_active{link="eth2"}"#) == 3)
+            #expect(sample(text, "mdns_backend_connected") == 1)
+            #expect(sample(text, "mdns_backend_reconnects_total") == 0)
+            #expect(sample(text, "avahi_clients") == 1)
+            #expect(sample(text, "dns_malformed_queries_total") == 2)
+            #expect(sample(text, "dns_refused_queries_total") == 7)
+            #expect(sample(text, #"discovery_proxy_build_info{version="1.2.3"}"#) == 1)
+            #expect(sample(text, #"dns_queries_total{transport="udp",qtype="PTR",rcode="NOERROR"}"#) == 4)
+            #expect(text.contains("# TYPE dns_tcp_connections_total counter"))
+            #expect(text.contains("# TYPE dns_cache_hit_ratio gauge"))
+            #expect(!text.contains("Office Printer"))  // never a name as a label
+
+            source.update {
+                $0.tcp.accepted = 5
+                $0.tcp.open = 0
+                $0.tcp.closedClient = 4
+                $0.udpQueriesReceived = 1500
+                $0.avahi.connected = false
+                $0.avahi.reconnects = 1
+                $0.proxy.cacheHits = 1300
+                $0.links.removeLast()  // eth2 left the configuration
+                $0.links[0].activeBrowses = 2
+            }
+            text = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
+            #expect(sample(text, #"dns_tcp_connections_total{event="accepted"}"#) == 5)
+            #expect(sample(text, #"dns_tcp_connections_total{event="closed_client"}"#) == 4)
+            #expect(sample(text, "dns_tcp_connections_open") == 0)
+            #expect(sample(text, #"dns_queries_received_total{transport="udp"}"#) == 1500)
+            #expect(sample(text, "mdns_backend_connected") == 0)
+            #expect(sample(text, "mdns_backend_reconnects_total") == 1)
+            #expect(sample(text, "dns_cache_hit_ratio") == 1300.0 / 1600.0)
+            #expect(sample(text, #"mdns_browses_active{link="eth1"}"#) == 2)
+            #expect(sample(text, #"mdns_browses_active{link="eth2"}"#) == nil)
+
+            // A scrape without change leaves counters where they are.
+            text = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
+            #expect(sample(text, #"dns_tcp_connections_total{event="accepted"}"#) == 5)
+
+            // A source that restarts from zero never makes a counter go down.
+            source.update { $0.tcp.accepted = 2 }
+            text = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
+            #expect(sample(text, #"dns_tcp_connections_total{event="accepted"}"#) == 7)
+        }
+    }
+
+    @Test func reloadReportsTheOutcome() async throws {
+        let source = FakeStatusSource()
+        try await self.makeApp(source).test(.router) { client in
+            try await client.execute(uri: "/reload", method: .post) { response in
+                #expect(response.status == .ok)
+                #expect(String(buffer: response.body) == "reloaded\n")
+            }
+            source.setReload(
+                .failed(["links[0].domain: \"bad..name\": empty label", "listen: port 99999 out of range"]))
+            try await client.execute(uri: "/reload", method: .post) { response in
+                #expect(response.status == .badRequest)
+                #expect(
+                    String(buffer: response.body)
+                        == "links[0].domain: \"bad..name\": empty label\nlisten: port 99999 out of range\n")
+            }
+            try await client.execute(uri: "/reload", method: .get) { response in
+                #expect(response.status == .notFound || response.status == .methodNotAllowed)
+            }
+            try await client.execute(uri: "/reload", method: .post, headers: [.origin: "http://evil.example"]) {
+                response in
+                #expect(response.status == .forbidden)
+            }
+            #expect(source.reloads == 2)
+        }
+    }
+
+    @Test func unknownPathIs404() async throws {
+        try await self.makeApp(FakeStatusSource()).test(.router) { client in
+            try await client.execute(uri: "/nope", method: .get) { response in
+                #expect(response.status == .notFound)
+            }
+        }
+    }
+}
+
+@Suite struct AdminServerTests {
+    @Test func servesOnLoopbackAndReportsBindFailure() async throws {
+        let logger = Logger(label: "admin-test")
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let first = makeAdminServer(
+            host: "127.0.0.1", port: 0, source: FakeStatusSource(), registry: PrometheusCollectorRegistry(),
+            logger: logger, onServerRunning: { continuation.yield($0) })
+        let group = ServiceGroup(services: [first], logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var iterator = ports.makeAsyncIterator()
+            let port = try #require(await iterator.next())
+            #expect(port > 0)
+
+            let second = makeAdminServer(
+                host: "127.0.0.1", port: port, source: FakeStatusSource(), registry: PrometheusCollectorRegistry(),
+                logger: logger)
+            let error = await #expect(throws: AdminServerError.self) { try await second.run() }
+            #expect(error?.port == port)
+            #expect(error?.description.hasPrefix("admin HTTP server cannot listen on 127.0.0.1:\(port): ") == true)
+
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+}
+
+@Suite struct StatusPageTests {
+    @Test func escapesEverythingThatMatters() {
+        #expect(StatusPage.escape(#"<a href="x">'&'</a>"#) == "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;")
+        #expect(StatusPage.escape("Drucker Küche 🖨") == "Drucker Küche 🖨")
+        #expect(StatusPage.escape("a\u{0}b\u{1B}c") == "a\u{FFFD}b\u{FFFD}c")
+    }
+
+    @Test func rendersEmptyStates() {
+        var status = AdminStatus.sample()
+        status.links = []
+        #expect(StatusPage.render(status).contains("No links configured."))
+        status = .sample()
+        #expect(StatusPage.render(status).contains("No services cached."))
+    }
+
+    /// `ADMIN_PAGE_OUT=/tmp/page.html swift test --filter dumpPage` writes the sample page (for screenshots).
+    @Test func dumpPage() throws {
+        guard let path = ProcessInfo.processInfo.environment["ADMIN_PAGE_OUT"] else { return }
+        var status = AdminStatus.sample()
+        if ProcessInfo.processInfo.environment["ADMIN_PAGE_UNHEALTHY"] != nil {
+            status.health = Health(
+                ok: false, reasons: ["avahi-daemon unreachable (reconnecting)"], mdnsState: "failed",
+                listeners: status.health.listeners)
+            status.avahi.connected = false
+        }
+        try StatusPage.render(status).write(toFile: path, atomically: true, encoding: .utf8)
+    }
+}
+
+/// The value of the sample whose name and labels are exactly `series`, or nil.
+func sample(_ text: String, _ series: String) -> Double? {
+    for line in text.split(separator: "\n") where line.hasPrefix(series + " ") {
+        return Double(line.dropFirst(series.count + 1))
+    }
+    return nil
+}
