@@ -108,6 +108,8 @@ let package = Package(
             name: "discovery-proxy",
             dependencies: [
                 "ProxyApp",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

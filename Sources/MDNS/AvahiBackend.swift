@@ -60,6 +60,8 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     /// True from the first sign of a lost daemon until every connection runs again; warnings
     /// are logged once per outage.
     private var inOutage = false
+    /// Outages recovered from (the daemon came back and queries were re-created).
+    private var reconnects = 0
     /// Fires once on the poll thread to learn its identity.
     private var bootstrapTimer: OpaquePointer?
 
@@ -67,6 +69,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
         var state: MDNSBackendState = .connecting
         var liveQueries = 0
         var clients = 0
+        var reconnects = 0
     }
 
     /// Starts the poll thread and connects to avahi-daemon in the background. Does not fail when
@@ -123,6 +126,9 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
 
     /// avahi client connections currently open (or opening).
     public var clientCount: Int { self.published.withLock { $0.clients } }
+
+    /// How many times the daemon went away and the backend recovered (for metrics).
+    public var reconnectCount: Int { self.published.withLock { $0.reconnects } }
 
     public func startQuery(
         _ question: MDNSQuestion,
@@ -435,6 +441,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
             let version = client.flatMap { avahi_client_get_version_string($0) }.map { String(cString: $0) } ?? "?"
             if self.inOutage && self.slots.allSatisfy({ $0.status == .running || $0 === slot }) {
                 self.inOutage = false
+                self.reconnects += 1
                 self.logger.info(
                     "avahi-daemon is back; re-creating queries",
                     metadata: ["mdns.client": "\(slot.id)", "mdns.daemon": "\(version)"]
@@ -603,7 +610,8 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
         let snapshot = Published(
             state: state,
             liveQueries: self.liveQueries,
-            clients: self.slots.count(where: { $0.client != nil })
+            clients: self.slots.count(where: { $0.client != nil }),
+            reconnects: self.reconnects
         )
         self.published.withLock { $0 = snapshot }
     }

@@ -1,7 +1,10 @@
+import AdminHTTP
 import DNSServer
 import DiscoveryProxy
+import Foundation
 import Logging
 import MDNS
+import Prometheus
 import ServiceLifecycle
 import UnixSignals
 
@@ -27,13 +30,17 @@ public struct ProxyApplication: Sendable {
     public let logger: Logger
     /// Reads the configuration again (file plus the same flags), for SIGHUP reloads.
     public let reload: @Sendable () -> (AppConfiguration, [ConfigError])
+    /// Where the executable's metrics go (it bootstrapped swift-metrics with this registry);
+    /// the admin endpoint serves it at /metrics.
+    public let registry: PrometheusCollectorRegistry
 
     public init(
-        configuration: AppConfiguration, logger: Logger,
+        configuration: AppConfiguration, logger: Logger, registry: PrometheusCollectorRegistry,
         reload: @escaping @Sendable () -> (AppConfiguration, [ConfigError])
     ) {
         self.configuration = configuration
         self.logger = logger
+        self.registry = registry
         self.reload = reload
     }
 
@@ -70,13 +77,27 @@ public struct ProxyApplication: Sendable {
             configuration: serverConfiguration, responder: ProxyResponder(proxy: proxy), logger: logger)
 
         let reloader = Reloader(load: reload, proxy: proxy, running: configuration, logger: logger)
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: server), .init(service: ReloadOnHangup(reloader: reloader)),
+        ]
+        if let admin = configuration.admin {
+            let source = AdminSource(
+                proxy: proxy, server: server, backend: backend, reloader: reloader, startedAt: Date())
+            let logger = self.logger
+            services.append(.init(service: makeAdminServer(
+                host: admin.host, port: admin.port, source: source, registry: registry, logger: logger,
+                onServerRunning: { port in
+                    logger.info("admin HTTP listening", metadata: ["admin.listen": "\(admin.host):\(port)"])
+                })))
+        }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [.init(service: server), .init(service: ReloadOnHangup(reloader: reloader))],
-                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+                services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
         } catch let error as DNSServerError {
+            throw StartupError("\(error)")
+        } catch let error as AdminServerError {
             throw StartupError("\(error)")
         } catch {
             // ServiceGroup may wrap a service's error; keep the line short and specific.

@@ -2,6 +2,8 @@ import ArgumentParser
 import DNSWire
 import Foundation
 import Logging
+import Metrics
+import Prometheus
 import ProxyApp
 
 @main
@@ -72,9 +74,12 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
             return handler
         }
         do {
+            // Metrics go to one Prometheus registry, served by the admin endpoint.
+            let registry = PrometheusCollectorRegistry()
+            MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
             let command = self
             try await ProxyApplication(
-                configuration: configuration, logger: Logger(label: "discovery-proxy"),
+                configuration: configuration, logger: Logger(label: "discovery-proxy"), registry: registry,
                 reload: { command.effectiveConfiguration() }
             ).run()
         } catch let failure as StartupError {

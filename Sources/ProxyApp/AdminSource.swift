@@ -1,0 +1,45 @@
+import AdminHTTP
+import DNSServer
+import DiscoveryProxy
+import Foundation
+import MDNS
+
+/// The running daemon as the admin endpoint sees it: one snapshot per request, read from the
+/// proxy, the DNS listeners and the avahi backend (each behind its own lock; no D-Bus call).
+struct AdminSource: AdminStatusSource {
+    static let version = "0.1.0"
+
+    let proxy: DiscoveryProxy
+    let server: DNSServer
+    let backend: AvahiBackend
+    let reloader: Reloader
+    let startedAt: Date
+    let started = ContinuousClock.now
+
+    func adminStatus() -> AdminStatus {
+        let dns = server.stats()
+        let listeners = server.boundAddresses.map(\.description)
+        let mdns = backend.state
+        var reasons: [String] = []
+        if listeners.isEmpty { reasons.append("DNS listeners are not up") }
+        if mdns != .running { reasons.append("avahi-daemon is not connected (mDNS backend \(mdns.rawValue))") }
+        let uptime = ContinuousClock.now - started
+        return AdminStatus(
+            version: Self.version, startedAt: startedAt,
+            uptimeSeconds: Double(uptime.components.seconds),
+            health: Health(ok: reasons.isEmpty, reasons: reasons, mdnsState: mdns.rawValue, listeners: listeners),
+            udpQueriesReceived: dns.udpQueriesReceived, tcpQueriesReceived: dns.tcpQueriesReceived,
+            tcp: TCPStats(
+                open: dns.tcpConnectionsOpen, accepted: dns.tcpConnectionsAccepted, closedIdle: dns.tcpClosedIdle,
+                closedLimit: dns.tcpClosedLimit, closedError: dns.tcpClosedError, closedClient: dns.tcpClosedClient),
+            avahi: AvahiStats(
+                connected: mdns == .running, clients: backend.clientCount, liveQueries: backend.liveQueryCount,
+                reconnects: backend.reconnectCount),
+            proxy: proxy.stats, links: proxy.linkStatus())
+    }
+
+    func reload() async -> ReloadResult {
+        guard let errors = reloader.reload() else { return .ok }
+        return .failed(errors)
+    }
+}
