@@ -601,6 +601,9 @@ class Lab:
         if v6:
             cmd += ["--listen", "[%s]:%d" % (PROXY_ADDR6, port)]
         cmd += ["--server-name", SERVER_NAME, "--log-level", "debug"] + list(extra_args)
+        if "--admin" not in cmd:
+            # Each instance in the namespace needs its own admin port: DNS port + 3000.
+            cmd += ["--admin", "%s:%d" % (PROXY_ADDR, port + 3000)]
         proc = self.spawn(NS_R, cmd, name, env_extra={"DBUS_SYSTEM_BUS_ADDRESS": self.dbus_addr})
         if name == "proxy":
             self.proxy = proc

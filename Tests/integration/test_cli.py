@@ -25,6 +25,8 @@ def run_proxy(lab, tmp_path, yaml_text=None, args=(), timeout=20):
         path.write_text(yaml_text)
         cmd += ["--config", str(path)]
     cmd += list(args)
+    if "--admin" not in cmd and (yaml_text is None or "admin:" not in yaml_text):
+        cmd += ["--admin", "off"]  # the lab's own proxies hold admin ports in this namespace
     env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=lab.dbus_addr)
     r = L.nsrun(L.NS_R, cmd, check=False, timeout=timeout, env=env)
     return r.returncode, r.stdout, r.stderr
