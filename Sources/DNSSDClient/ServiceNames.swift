@@ -58,7 +58,7 @@ public enum ServiceNames {
             return try domain.prepending(head)
         } catch {
             let text = (instance.map { displayLabel($0) + "." } ?? "") + type.map { displayLabel($0) }.joined(separator: ".")
-            throw .malformedName(kind: "name", text: text + "." + display(domain), reason: error.description)
+            throw .malformedName(kind: "name", text: text + "." + display(domain), reason: reason(error))
         }
     }
 
@@ -115,59 +115,38 @@ public enum ServiceNames {
         return length
     }
 
-    /// Splits presentation text into raw labels, reporting empty labels and bad escapes by position.
+    /// Splits presentation text into raw labels with DNSWire's parser (the root `.` gives none),
+    /// reporting empty labels and bad escapes by position.
     static func labels(of text: String, kind: String) throws(DNSSDError) -> [[UInt8]] {
-        let bytes = Array(text.utf8)
-        func fail(_ reason: String) -> DNSSDError { .malformedName(kind: kind, text: text, reason: reason) }
-        if bytes.isEmpty { throw fail("empty") }
-        if bytes == [UInt8(ascii: ".")] { return [] }
-        var labels: [[UInt8]] = []
-        var current: [UInt8] = []
-        var index = 0
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\\") {
-                guard index + 1 < bytes.count else { throw fail("trailing backslash") }
-                let next = bytes[index + 1]
-                if next >= UInt8(ascii: "0") && next <= UInt8(ascii: "9") {
-                    guard index + 3 < bytes.count,
-                        bytes[index + 1...index + 3].allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
-                    else {
-                        throw fail("bad escape at offset \(index): \\DDD needs three digits")
-                    }
-                    let value = bytes[index + 1...index + 3].reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
-                    guard value <= 255 else { throw fail("bad escape \\\(value) at offset \(index) (at most \\255)") }
-                    current.append(UInt8(value))
-                    index += 4
-                } else {
-                    current.append(next)
-                    index += 2
-                }
-            } else if byte == UInt8(ascii: ".") {
-                if current.isEmpty {
-                    if labels.isEmpty { throw fail("starts with a dot (empty first label)") }
-                    throw fail("empty label after \"\(displayLabel(labels[labels.count - 1], escapeDots: true))\" (two dots in a row)")
-                }
-                labels.append(current)
-                current = []
-                index += 1
-            } else {
-                current.append(byte)
-                index += 1
-            }
+        if text.isEmpty { throw .malformedName(kind: kind, text: text, reason: "empty") }
+        do {
+            return try DNSName.labels(presentation: text.utf8)
+        } catch {
+            throw .malformedName(kind: kind, text: text, reason: reason(error))
         }
-        if !current.isEmpty { labels.append(current) }
-        for label in labels where label.count > 63 {
-            throw fail("label \"\(displayLabel(label, escapeDots: true))\" is \(label.count) octets (at most 63)")
+    }
+
+    /// A `DNSNameError` in words for people, labels shown as `display` shows them.
+    static func reason(_ error: DNSNameError) -> String {
+        switch error {
+        case .emptyLabel(nil): return "starts with a dot (empty first label)"
+        case .emptyLabel(let previous?):
+            return "empty label after \"\(displayLabel(previous, escapeDots: true))\" (two dots in a row)"
+        case .labelTooLong(let count, let label):
+            return "label \"\(displayLabel(label, escapeDots: true))\" is \(count) octets (at most 63)"
+        case .badEscape(_, _, .trailingBackslash): return "trailing backslash"
+        case .badEscape(_, let offset, .needsThreeDigits): return "bad escape at offset \(offset): \\DDD needs three digits"
+        case .badEscape(_, let offset, .outOfRange(let value)):
+            return "bad escape \\\(value) at offset \(offset) (at most \\255)"
+        case .nameTooLong: return error.description
         }
-        return labels
     }
 
     static func name(_ labels: [[UInt8]], kind: String, text: String) throws(DNSSDError) -> DNSName {
         do {
             return try DNSName(labels: labels)
         } catch {
-            throw .malformedName(kind: kind, text: text, reason: error.description)
+            throw .malformedName(kind: kind, text: text, reason: reason(error))
         }
     }
 }

@@ -1,3 +1,5 @@
+import DNSWire
+
 /// One `key[=value]` of a TXT record (RFC 6763 §6.3–6.5).
 public struct TXTEntry: Sendable, Hashable {
     /// The key as text (ASCII 0x20–0x7E other than `=`; other bytes shown as `\DDD`).
@@ -23,42 +25,17 @@ public struct TXTEntry: Sendable, Hashable {
 }
 
 public enum TXTRecord {
-    /// Parses TXT RDATA (length-prefixed strings) into entries. Empty strings (a lone zero
-    /// byte, RFC 6763 §6.1) and strings beginning with `=` are skipped; only the first
-    /// occurrence of a key counts, compared case-insensitively (§6.4). A string whose length
-    /// byte runs past the end is taken as far as it goes.
+    /// Parses TXT RDATA (length-prefixed strings) into entries with DNSWire's `TXTAttributes`:
+    /// empty strings and strings beginning with `=` are skipped, only the first occurrence of a
+    /// key counts, compared case-insensitively (RFC 6763 §6.4), and a string whose length byte
+    /// runs past the end is taken as far as it goes.
     public static func parse(_ rdata: [UInt8]) -> [TXTEntry] {
-        var entries: [TXTEntry] = []
-        var seen: Set<String> = []
-        for string in strings(rdata) {
-            guard let first = string.first, first != UInt8(ascii: "=") else { continue }
-            let keyBytes: ArraySlice<UInt8>
-            let value: [UInt8]?
-            if let eq = string.firstIndex(of: UInt8(ascii: "=")) {
-                keyBytes = string[..<eq]
-                value = Array(string[(eq + 1)...])
-            } else {
-                keyBytes = string[...]
-                value = nil
-            }
-            let key = ServiceNames.displayLabel(Array(keyBytes))
-            guard seen.insert(key.lowercased()).inserted else { continue }
-            entries.append(TXTEntry(key: key, value: value))
-        }
-        return entries
+        TXTAttributes.parse(rdata).map { TXTEntry(key: ServiceNames.displayLabel($0.key), value: $0.value) }
     }
 
     /// The character strings of TXT RDATA, as sent.
     public static func strings(_ rdata: [UInt8]) -> [[UInt8]] {
-        var out: [[UInt8]] = []
-        var index = 0
-        while index < rdata.count {
-            let length = Int(rdata[index])
-            let end = min(rdata.count, index + 1 + length)
-            out.append(Array(rdata[(index + 1)..<end]))
-            index = end
-        }
-        return out
+        TXTAttributes.strings(rdata)
     }
 
     static func displayBytes(_ bytes: [UInt8]) -> String {

@@ -12,9 +12,9 @@ public struct DNSName: Sendable, CustomStringConvertible {
     /// Validating initializer: each label 1...63 octets, whole name at most 255 octets on the wire.
     public init(labels: [[UInt8]]) throws(DNSNameError) {
         var wireLength = 1
-        for label in labels {
-            guard !label.isEmpty else { throw .emptyLabel }
-            guard label.count <= 63 else { throw .labelTooLong(label.count) }
+        for (index, label) in labels.enumerated() {
+            guard !label.isEmpty else { throw .emptyLabel(after: index == 0 ? nil : labels[index - 1]) }
+            guard label.count <= 63 else { throw .labelTooLong(label.count, label: label) }
             wireLength += label.count + 1
         }
         guard wireLength <= 255 else { throw .nameTooLong(wireLength) }
@@ -28,46 +28,46 @@ public struct DNSName: Sendable, CustomStringConvertible {
     /// Parses presentation format: `\.` and `\\` escapes, `\DDD` decimal bytes (RFC 1035 §5.1).
     /// A trailing dot is optional; every name is taken as absolute.
     public init(_ text: String) throws(DNSNameError) {
-        try self.init(presentation: text.utf8, text: text)
+        try self.init(labels: DNSName.labels(presentation: text.utf8))
     }
 
     /// The same parser over bytes, for text that need not be valid UTF-8 (avahi's names).
     public init(presentation bytes: some Collection<UInt8>) throws(DNSNameError) {
-        try self.init(presentation: bytes, text: nil)
+        try self.init(labels: DNSName.labels(presentation: bytes))
     }
 
-    private init(presentation input: some Collection<UInt8>, text: String?) throws(DNSNameError) {
+    /// Splits presentation format into raw labels, checking escapes and each label (1...63
+    /// octets) but not the length of the whole name, so that it also serves relative names
+    /// such as a service type. `.` and the empty text give no labels (the root).
+    public static func labels(presentation input: some Collection<UInt8>) throws(DNSNameError) -> [[UInt8]] {
         let bytes = Array(input)
-        func badEscape() -> DNSNameError { .badEscape(text ?? String(decoding: bytes, as: UTF8.self)) }
-        if bytes == [UInt8(ascii: ".")] {
-            self = .root
-            return
+        if bytes == [UInt8(ascii: ".")] { return [] }
+        func badEscape(at offset: Int, _ problem: DNSNameError.EscapeProblem) -> DNSNameError {
+            .badEscape(text: String(decoding: bytes, as: UTF8.self), offset: offset, problem)
         }
+        func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
         var labels: [[UInt8]] = []
         var current: [UInt8] = []
         var index = 0
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\\") {
-                index += 1
-                guard index < bytes.count else { throw badEscape() }
-                let next = bytes[index]
-                if next >= UInt8(ascii: "0") && next <= UInt8(ascii: "9") {
-                    guard index + 2 < bytes.count else { throw badEscape() }
-                    var value = 0
-                    for digit in bytes[index...index + 2] {
-                        guard digit >= UInt8(ascii: "0") && digit <= UInt8(ascii: "9") else { throw badEscape() }
-                        value = value * 10 + Int(digit - UInt8(ascii: "0"))
+                guard index + 1 < bytes.count else { throw badEscape(at: index, .trailingBackslash) }
+                let next = bytes[index + 1]
+                if isDigit(next) {
+                    guard index + 3 < bytes.count, bytes[index + 1...index + 3].allSatisfy(isDigit) else {
+                        throw badEscape(at: index, .needsThreeDigits)
                     }
-                    guard value <= 255 else { throw badEscape() }
+                    let value = bytes[index + 1...index + 3].reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
+                    guard value <= 255 else { throw badEscape(at: index, .outOfRange(value)) }
                     current.append(UInt8(value))
-                    index += 3
+                    index += 4
                 } else {
                     current.append(next)
-                    index += 1
+                    index += 2
                 }
             } else if byte == UInt8(ascii: ".") {
-                guard !current.isEmpty else { throw .emptyLabel }
+                guard !current.isEmpty else { throw .emptyLabel(after: labels.last) }
                 labels.append(current)
                 current = []
                 index += 1
@@ -77,7 +77,10 @@ public struct DNSName: Sendable, CustomStringConvertible {
             }
         }
         if !current.isEmpty { labels.append(current) }
-        try self.init(labels: labels)
+        for label in labels where label.count > 63 {
+            throw .labelTooLong(label.count, label: label)
+        }
+        return labels
     }
 
     /// Length on the wire, uncompressed.
@@ -89,22 +92,24 @@ public struct DNSName: Sendable, CustomStringConvertible {
     /// the way dig prints them (`\032` for a space, `\195\188` for ü).
     public var description: String {
         if labels.isEmpty { return "." }
+        return labels.map(DNSName.escape).joined(separator: ".") + "."
+    }
+
+    /// One label in presentation format, escaped as in `description`.
+    public static func escape(_ label: [UInt8]) -> String {
         var out = ""
-        for label in labels {
-            for byte in label {
-                switch byte {
-                case UInt8(ascii: "."), UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: ";"),
-                    UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "@"), UInt8(ascii: "$"):
-                    out.append("\\")
-                    out.append(Character(Unicode.Scalar(byte)))
-                case 0x21...0x7E:
-                    out.append(Character(Unicode.Scalar(byte)))
-                default:
-                    let digits = String(byte)
-                    out.append("\\" + String(repeating: "0", count: 3 - digits.count) + digits)
-                }
+        for byte in label {
+            switch byte {
+            case UInt8(ascii: "."), UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: ";"),
+                UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "@"), UInt8(ascii: "$"):
+                out.append("\\")
+                out.append(Character(Unicode.Scalar(byte)))
+            case 0x21...0x7E:
+                out.append(Character(Unicode.Scalar(byte)))
+            default:
+                let digits = String(byte)
+                out.append("\\" + String(repeating: "0", count: 3 - digits.count) + digits)
             }
-            out.append(".")
         }
         return out
     }
@@ -176,18 +181,39 @@ extension DNSName: Hashable {
     }
 }
 
+/// What is wrong with a name; each case carries enough to point at the offending part.
 public enum DNSNameError: Error, Equatable, Sendable, CustomStringConvertible {
-    case emptyLabel
-    case labelTooLong(Int)
+    /// An empty label: after the label `after`, or the first label when `after` is nil.
+    case emptyLabel(after: [UInt8]?)
+    /// A label over 63 octets: its length and the label itself.
+    case labelTooLong(Int, label: [UInt8])
+    /// The whole name over 255 octets on the wire.
     case nameTooLong(Int)
-    case badEscape(String)
+    /// A backslash escape that does not parse; `offset` is the backslash's byte offset in `text`.
+    case badEscape(text: String, offset: Int, EscapeProblem)
+
+    public enum EscapeProblem: Equatable, Sendable {
+        /// A backslash as the last character.
+        case trailingBackslash
+        /// `\D` or `\DD`: a decimal escape needs exactly three digits.
+        case needsThreeDigits
+        /// `\DDD` above 255.
+        case outOfRange(Int)
+    }
 
     public var description: String {
         switch self {
-        case .emptyLabel: return "empty label (two dots in a row)"
-        case .labelTooLong(let n): return "label of \(n) octets (at most 63)"
+        case .emptyLabel(nil): return "empty first label (starts with a dot)"
+        case .emptyLabel(let previous?):
+            return "empty label after \"\(DNSName.escape(previous))\" (two dots in a row)"
+        case .labelTooLong(let n, let label): return "label \"\(DNSName.escape(label))\" of \(n) octets (at most 63)"
         case .nameTooLong(let n): return "name of \(n) octets on the wire (at most 255)"
-        case .badEscape(let text): return "bad escape in \"\(text)\""
+        case .badEscape(let text, let offset, .trailingBackslash):
+            return "bad escape in \"\(text)\": trailing backslash at offset \(offset)"
+        case .badEscape(let text, let offset, .needsThreeDigits):
+            return "bad escape in \"\(text)\" at offset \(offset): \\DDD needs three digits"
+        case .badEscape(let text, let offset, .outOfRange(let value)):
+            return "bad escape in \"\(text)\" at offset \(offset): \\\(value) is above \\255"
         }
     }
 }

@@ -58,25 +58,12 @@ public struct TXTEntry: Sendable, Codable, Equatable {
         self.value = value
     }
 
-    /// Splits TXT RDATA (length-prefixed strings) into entries; empty strings are skipped.
+    /// Parses TXT RDATA with DNSWire's `TXTAttributes` (RFC 6763 §6.4: empty strings and
+    /// strings beginning with `=` skipped, the first occurrence of a key wins, case-insensitively).
     public static func parse(_ rdata: [UInt8]) -> [TXTEntry] {
-        var entries: [TXTEntry] = []
-        var index = 0
-        while index < rdata.count {
-            let length = Int(rdata[index])
-            let end = min(rdata.count, index + 1 + length)
-            let string = rdata[(index + 1)..<end]
-            index = end
-            guard !string.isEmpty else { continue }
-            if let equals = string.firstIndex(of: UInt8(ascii: "=")) {
-                entries.append(TXTEntry(
-                    key: String(decoding: string[..<equals], as: UTF8.self),
-                    value: String(decoding: string[(equals + 1)...], as: UTF8.self)))
-            } else {
-                entries.append(TXTEntry(key: String(decoding: string, as: UTF8.self), value: nil))
-            }
+        TXTAttributes.parse(rdata).map {
+            TXTEntry(key: String(decoding: $0.key, as: UTF8.self), value: $0.value.map { String(decoding: $0, as: UTF8.self) })
         }
-        return entries
     }
 }
 

@@ -39,12 +39,37 @@ import Testing
     }
 
     @Test func rejectsBadText() {
-        #expect(throws: DNSNameError.emptyLabel) { try DNSName("a..b") }
-        #expect(throws: DNSNameError.labelTooLong(64)) { try DNSName(String(repeating: "x", count: 64) + ".example") }
+        #expect(throws: DNSNameError.emptyLabel(after: Array("a".utf8))) { try DNSName("a..b") }
+        let x64 = [UInt8](repeating: UInt8(ascii: "x"), count: 64)
+        #expect(throws: DNSNameError.labelTooLong(64, label: x64)) { try DNSName(String(repeating: "x", count: 64) + ".example") }
         #expect(throws: DNSNameError.self) { try DNSName(#"bad\2"#) }
         #expect(throws: DNSNameError.self) { try DNSName(#"bad\256x"#) }
         let long = Array(repeating: String(repeating: "x", count: 63), count: 4).joined(separator: ".")
         #expect(throws: DNSNameError.nameTooLong(257)) { try DNSName(long) }
+    }
+
+    @Test func errorsSayWhereTheTextIsWrong() {
+        #expect(throws: DNSNameError.emptyLabel(after: nil)) { try DNSName(".a") }
+        #expect(throws: DNSNameError.emptyLabel(after: Array("a.b".utf8))) { try DNSName(#"a\.b..c"#) }
+        #expect(throws: DNSNameError.badEscape(text: #"a\"#, offset: 1, .trailingBackslash)) { try DNSName(#"a\"#) }
+        #expect(throws: DNSNameError.badEscape(text: #"a\12.b"#, offset: 1, .needsThreeDigits)) { try DNSName(#"a\12.b"#) }
+        #expect(throws: DNSNameError.badEscape(text: #"ab\300"#, offset: 2, .outOfRange(300))) { try DNSName(#"ab\300"#) }
+        #expect(throws: DNSNameError.badEscape(text: #"a\\\"#, offset: 3, .trailingBackslash)) {
+            try DNSName(presentation: Array(#"a\\\"#.utf8))
+        }
+        #expect(DNSNameError.emptyLabel(after: nil).description == "empty first label (starts with a dot)")
+        #expect(DNSNameError.emptyLabel(after: Array("a.b".utf8)).description == #"empty label after "a\.b" (two dots in a row)"#)
+        #expect(DNSNameError.labelTooLong(64, label: [UInt8](repeating: 0x78, count: 64)).description.contains("64 octets"))
+        #expect(DNSNameError.badEscape(text: #"a\12"#, offset: 1, .needsThreeDigits).description.contains("offset 1"))
+    }
+
+    @Test func labelsOfRelativeNamesSkipTheWholeNameLimit() throws {
+        #expect(try DNSName.labels(presentation: Array(".".utf8)).isEmpty)
+        #expect(try DNSName.labels(presentation: [UInt8]()).isEmpty)
+        #expect(try DNSName.labels(presentation: Array(#"_printer._sub._http._tcp."#.utf8)).count == 4)
+        let long = Array(repeating: String(repeating: "x", count: 63), count: 4).joined(separator: ".")
+        #expect(try DNSName.labels(presentation: Array(long.utf8)).count == 4)
+        #expect(throws: DNSNameError.nameTooLong(257)) { try DNSName(presentation: Array(long.utf8)) }
     }
 
     @Test func wireBytesRoundTripThroughLDNS() throws {
