@@ -46,6 +46,7 @@ public final class DiscoveryProxy: Sendable {
         self.scheduler = scheduler
         self.logger = logger
         self.state = Mutex(State())
+        metrics.prepare(links: configuration.links.map(\.interface))
         scheduleSweep()
     }
 
@@ -74,6 +75,7 @@ public final class DiscoveryProxy: Sendable {
                 catalog.configuration.links.contains { $0.interface == new.interface && $0.zone == new.zone }
             }.map(\.interface))
         current.withLock { $0 = Catalog(configuration: configuration) }
+        metrics.prepare(links: configuration.links.map(\.interface))
         let dropped = state.withLock { state -> [Browse] in
             let gone = state.browses.filter { !kept.contains($0.key.interface) }
             for key in gone.keys { state.browses[key] = nil }

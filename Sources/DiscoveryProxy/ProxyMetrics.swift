@@ -22,6 +22,16 @@ final class ProxyMetrics: Sendable {
         timer("mdns_first_result_seconds", []).record(duration: delay)
     }
 
+    /// Creates the counters that would otherwise appear only on their first event, so that
+    /// dashboards and alerts see them at 0 from the start.
+    func prepare(links: [String]) {
+        _ = counter("dns_acl_refused_total", [])
+        for link in links {
+            _ = counter("mdns_queries_started_total", [("link", link)])
+            _ = counter("mdns_queries_rate_limited_total", [("link", link)])
+        }
+    }
+
     func mdnsQueryStarted(link: String) { counter("mdns_queries_started_total", [("link", link)]).increment() }
     func mdnsRateLimited(link: String) { counter("mdns_queries_rate_limited_total", [("link", link)]).increment() }
     func aclRefused() { counter("dns_acl_refused_total", []).increment() }

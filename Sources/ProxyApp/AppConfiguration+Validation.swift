@@ -128,7 +128,7 @@ extension AppConfiguration {
             lines.append("    domain: \(yamlQuoted(link.domain))")
             let subnets = link.subnets ?? (interfaces.prefixes[link.interface] ?? []).filter { !$0.isLinkLocal }
             let origin = link.subnets == nil ? "  # detected" : ""
-            lines.append("    subnets: [\(subnets.map(\.description).joined(separator: ", "))]\(origin)")
+            lines.append("    subnets: [\(subnets.map { "\"\($0)\"" }.joined(separator: ", "))]\(origin)")
             if let allow = link.services.allow {
                 lines.append("    services:")
                 lines.append("      allow: [\(allow.sorted().joined(separator: ", "))]")
@@ -147,7 +147,8 @@ extension AppConfiguration {
         lines.append("max-udp-payload: \(maxUDPPayload)")
         lines.append("log-level: \(logLevel)")
         lines.append("admin: \(admin.map { "\"\($0)\"" } ?? "off")")
-        let clients = effectiveAllowedClients(interfaces: interfaces).map(\.description).joined(separator: ", ")
+        // Quoted: a plain `::1/128` is not valid YAML inside a flow sequence.
+        let clients = effectiveAllowedClients(interfaces: interfaces).map { "\"\($0)\"" }.joined(separator: ", ")
         lines.append("allow-clients: [\(clients)]\(allowClients == nil ? "  # default: loopback + this host's subnets" : "")")
         lines.append("tcp:")
         lines.append("  idle-timeout: \(tcpIdleTimeoutSeconds)")

@@ -12,7 +12,7 @@ extension AppConfiguration {
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            return (AppConfiguration(), [ConfigError(key: "--config", value: path, reason: "cannot read file: \(error.localizedDescription)")])
+            return (AppConfiguration(), [ConfigError(key: "--config", value: path, reason: "cannot read file: \(error.localizedDescription)", isWholeFile: true)])
         }
         return parse(yaml: text, source: path)
     }
@@ -22,12 +22,12 @@ extension AppConfiguration {
         do {
             document = try Yams.load(yaml: text)
         } catch {
-            return (AppConfiguration(), [ConfigError(key: source, reason: "not valid YAML: \(error)")])
+            return (AppConfiguration(), [ConfigError(key: source, reason: "not valid YAML: \(error)", isWholeFile: true)])
         }
         var config = AppConfiguration()
         guard let document else { return (config, []) }  // an empty file is all defaults
         guard let root = document as? [String: Any] else {
-            return (config, [ConfigError(key: source, reason: "expected a mapping of keys at the top level")])
+            return (config, [ConfigError(key: source, reason: "expected a mapping of keys at the top level", isWholeFile: true)])
         }
         var reader = YAMLReader()
         reader.read(root, into: &config)
@@ -38,7 +38,9 @@ extension AppConfiguration {
     /// configured" when a link entry was unreadable, no "no listen address" when every listen
     /// entry was.
     public static func withoutEchoes(_ validation: [ConfigError], of readErrors: [ConfigError]) -> [ConfigError] {
-        validation.filter { problem in
+        // An unreadable file leaves only defaults to validate: their problems are not the file's.
+        if readErrors.contains(where: \.isWholeFile) { return [] }
+        return validation.filter { problem in
             !readErrors.contains { $0.key.hasPrefix(problem.key + "[") || $0.key.hasPrefix("--" + problem.key) }
         }
     }

@@ -69,11 +69,14 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
     public var key: String
     public var value: String?
     public var reason: String
+    /// The whole file could not be read: nothing else about it is worth reporting.
+    public var isWholeFile: Bool
 
-    public init(key: String, value: String? = nil, reason: String) {
+    public init(key: String, value: String? = nil, reason: String, isWholeFile: Bool = false) {
         self.key = key
         self.value = value
         self.reason = reason
+        self.isWholeFile = isWholeFile
     }
 
     public var description: String {

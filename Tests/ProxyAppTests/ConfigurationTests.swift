@@ -64,6 +64,9 @@ struct ConfigurationTests {
         #expect(read.contains { $0.hasPrefix("listen[0]: \"nope\"") })
         // What could be read is still validated, without echoes of the reading errors.
         let checked = AppConfiguration.withoutEchoes(partial.validate(interfaces: interfaces), of: readErrors)
+        let (_, broken) = AppConfiguration.parse(yaml: "links: [unclosed")
+        #expect(broken.count == 1 && broken[0].isWholeFile)
+        #expect(AppConfiguration.withoutEchoes(AppConfiguration().validate(interfaces: interfaces), of: broken).isEmpty)
         #expect(checked.map(\.key) == ["links[1].interface"], "the entry as written, not shifted: \(checked)")
         var config = AppConfiguration()
         config.serverName = try DNSName("ns.lab1.example.")
@@ -86,8 +89,11 @@ struct ConfigurationTests {
         config.links = [.init(interface: "eth1", domain: try DNSName("Building\\0322's.example."))]
         config.serverName = try DNSName("ns.example.")
         config.listen = [.init(host: "::1", port: 5300)]
+        config.links[0].subnets = [IPPrefix("2001:db8:1::/64")!]
         let (reloaded, errors) = AppConfiguration.parse(yaml: config.render(interfaces: interfaces))
         #expect(errors.isEmpty, "\(errors)")
+        #expect(reloaded.allowClients?.contains(IPPrefix("::1/128")!) == true, "IPv6 prefixes survive YAML")
+        #expect(reloaded.links[0].subnets == [IPPrefix("2001:db8:1::/64")!])
         #expect(reloaded.links[0].domain.labels[0] == Array("Building 2's".utf8))
         #expect(reloaded.listen == config.listen)
         #expect(reloaded.serverName == config.serverName)
