@@ -622,6 +622,19 @@ class Lab:
         wait_for(soa_ok, timeout, interval=0.3, what="%s to answer the apex SOA" % name)
         return proc
 
+    def restore_after_avahi_test(self, healthy):
+        """After a test that stopped the router's avahi-daemon: start it again if needed and
+        wait until `healthy()` holds; if it never does (the test has already failed), restart
+        the proxy so later tests get a working lab."""
+        if "avahi-r" not in self.procs or self.procs["avahi-r"].poll() is not None:
+            self.stop_proc("avahi-r")
+            self.start_router_avahi()
+        try:
+            wait_for(healthy, 20, interval=1.0, what="the proxy to answer again")
+        except TimeoutError:
+            self.stop_proxy()
+            self.start_proxy()
+
     def stop_proxy(self):
         self.stop_proc("proxy")
         self.proxy = None

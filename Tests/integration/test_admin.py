@@ -127,14 +127,7 @@ def _dns_healthy():
 @pytest.fixture
 def restore_avahi(lab):
     yield
-    if "avahi-r" not in lab.procs or lab.procs["avahi-r"].poll() is not None:
-        lab.stop_proc("avahi-r")
-        lab.start_router_avahi()
-    try:
-        L.wait_for(_dns_healthy, 20, interval=1.0, what="the proxy to answer again")
-    except TimeoutError:
-        lab.stop_proxy()
-        lab.start_proxy()
+    lab.restore_after_avahi_test(_dns_healthy)
 
 
 def test_healthz_follows_avahi(lab, restore_avahi):

@@ -40,15 +40,7 @@ def _healthy(port=L.PROXY_PORT):
 @pytest.fixture
 def restore(lab):
     yield
-    if "avahi-r" not in lab.procs or lab.procs["avahi-r"].poll() is not None:
-        lab.stop_proc("avahi-r")
-        lab.start_router_avahi()
-    try:
-        L.wait_for(_healthy, 20, interval=1.0, what="the proxy to answer again")
-    except TimeoutError:
-        # the test has already failed; give the later tests a working proxy
-        lab.stop_proxy()
-        lab.start_proxy()
+    lab.restore_after_avahi_test(_healthy)
 
 
 def test_avahi_restart_recovers_without_proxy_restart(lab, restore):
