@@ -90,3 +90,9 @@ struct Browse: Sendable {
 
     var orderedRecords: [CachedRecord] { records.values.sorted { $0.order < $1.order } }
 }
+
+/// The last results of a released browse, kept for optimistic answers.
+struct ReleasedBrowse: Sendable {
+    var records: [CachedRecord]
+    var releasedAt: Duration
+}

@@ -78,6 +78,11 @@ public struct ProxyConfiguration: Sendable {
     public var mdnsQueryBurst: Double = 40
     /// Largest UDP answer we send, whatever the client advertises (RFC 6891 §6.2.5).
     public var maxUDPPayload: Int = 1232
+    /// Answer a query whose browse was released not long ago at once from its last results
+    /// (with a 2 s TTL) while a fresh browse starts, instead of waiting for mDNS again.
+    public var optimisticAnswers = true
+    /// How old those last results may be.
+    public var optimisticMaxStaleness: Duration = .seconds(600)
     /// Clients allowed to query; others get REFUSED (RFC 8766 §9.2, RFC 7766 §10). Nil: all.
     public var allowedClients: [IPPrefix]?
 

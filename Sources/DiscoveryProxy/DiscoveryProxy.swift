@@ -29,6 +29,8 @@ public final class DiscoveryProxy: Sendable {
 
     private struct State: ~Copyable {
         var browses: [BrowseKey: Browse] = [:]
+        /// What released browses last knew, for optimistic answers (bounded in age and count).
+        var released: [BrowseKey: ReleasedBrowse] = [:]
         var buckets: [String: TokenBucket] = [:]
         var nextGeneration = 0
         var nextWaiterID = 0
@@ -59,6 +61,7 @@ public final class DiscoveryProxy: Sendable {
             let handles = state.browses.values.compactMap(\.handle)
             let waiters = state.browses.values.flatMap(\.waiters)
             state.browses.removeAll()
+            state.released.removeAll()
             state.stats.activeBrowses = 0
             return (handles, waiters)
         }
@@ -77,6 +80,7 @@ public final class DiscoveryProxy: Sendable {
         current.withLock { $0 = Catalog(configuration: configuration) }
         metrics.prepare(links: configuration.links.map(\.interface))
         let dropped = state.withLock { state -> [Browse] in
+            state.released = state.released.filter { kept.contains($0.key.interface) }
             let gone = state.browses.filter { !kept.contains($0.key.interface) }
             for key in gone.keys { state.browses[key] = nil }
             state.buckets.removeAll()  // rates may have changed
@@ -204,6 +208,8 @@ public final class DiscoveryProxy: Sendable {
         enum Action {
             case hit(Snapshot)
             case wait(waiterID: Int, deadline: Duration, start: (generation: Int, delay: Duration)?)
+            /// Answered from a recently released browse while a fresh one starts.
+            case optimistic(Snapshot, start: (generation: Int, delay: Duration)?)
             case rateLimited
         }
         let action: Action = state.withLock { state in
@@ -223,6 +229,11 @@ public final class DiscoveryProxy: Sendable {
                 return .wait(waiterID: id, deadline: deadline, start: nil)
             }
             guard !state.shutDown else { return .rateLimited }
+            // Optimistic answer (like serve-stale): the last results of a browse released
+            // not long ago, while a fresh browse starts so that the next answer is current.
+            let stale = state.released[key].flatMap {
+                configuration.optimisticAnswers && now - $0.releasedAt <= configuration.optimisticMaxStaleness ? $0 : nil
+            }
             var bucket =
                 state.buckets[key.interface]
                 ?? TokenBucket(rate: configuration.mdnsQueriesPerSecond, burst: configuration.mdnsQueryBurst, now: now)
@@ -231,13 +242,25 @@ public final class DiscoveryProxy: Sendable {
                 bucket.refund()
                 state.buckets[key.interface] = bucket
                 state.stats.rateLimited += 1
+                if let stale {
+                    state.stats.optimisticAnswers += 1
+                    return .optimistic(optimisticSnapshot(stale, key: key, in: state.browses), start: nil)
+                }
                 return .rateLimited
             }
             if delay > .zero { state.stats.rateLimited += 1 }
             state.buckets[key.interface] = bucket
-            state.stats.cacheMisses += 1
             let generation = state.nextGeneration
             state.nextGeneration += 1
+            if let stale {
+                state.released[key] = nil
+                state.browses[key] = Browse(generation: generation, startedAt: now + delay, lastUsed: now)
+                state.stats.activeBrowses = state.browses.count
+                state.stats.optimisticAnswers += 1
+                return .optimistic(
+                    optimisticSnapshot(stale, key: key, in: state.browses), start: (generation, delay))
+            }
+            state.stats.cacheMisses += 1
             let id = state.nextWaiterID
             state.nextWaiterID += 1
             let deadline = now + configuration.negativeTimeout
@@ -251,6 +274,12 @@ public final class DiscoveryProxy: Sendable {
         switch action {
         case .hit(let snapshot):
             finish(answer(query, plan: plan, snapshot: snapshot), context, cache: "hit")
+        case .optimistic(let snapshot, let start):
+            logger.debug("optimistic answer; refreshing", metadata: ["mdns.question": "\(key)"])
+            finish(
+                answer(query, plan: plan, snapshot: snapshot, ttl: min(configuration.ttlCap, Self.optimisticTTL)),
+                context, cache: "optimistic")
+            if let start { begin(key, start) }
         case .rateLimited:
             logger.debug("mDNS rate limit: answering SERVFAIL", metadata: ["mdns.question": "\(key)"])
             count(\.servFail)
@@ -259,14 +288,21 @@ public final class DiscoveryProxy: Sendable {
         case .wait(let waiterID, let deadline, let start):
             if let start, start.delay > .zero { metrics.mdnsRateLimited(link: key.interface) }
             scheduler.schedule(after: deadline - now) { [weak self] in self?.expire(key, waiterID: waiterID) }
-            if let start {
-                if start.delay == .zero {
-                    startBrowse(key, generation: start.generation)
-                } else {
-                    scheduler.schedule(after: start.delay) { [weak self] in
-                        self?.startBrowse(key, generation: start.generation)
-                    }
-                }
+            if let start { begin(key, start) }
+        }
+    }
+
+    /// TTL of an optimistic answer: short, so the client asks again once the fresh browse has
+    /// had time to report (RFC 8766 §5.5.1 caps every TTL at 10 s anyway).
+    static let optimisticTTL: UInt32 = 2
+
+    /// Starts a browse now, or after its rate-limit delay.
+    private func begin(_ key: BrowseKey, _ start: (generation: Int, delay: Duration)) {
+        if start.delay == .zero {
+            startBrowse(key, generation: start.generation)
+        } else {
+            scheduler.schedule(after: start.delay) { [weak self] in
+                self?.startBrowse(key, generation: start.generation)
             }
         }
     }
@@ -435,9 +471,18 @@ public final class DiscoveryProxy: Sendable {
 
     private func makeSnapshot(for key: BrowseKey, in browses: [BrowseKey: Browse]) -> Snapshot {
         guard let browse = browses[key] else { return Snapshot() }
-        var snapshot = Snapshot(answers: browse.orderedRecords)
+        return snapshot(answers: browse.orderedRecords, interface: key.interface, in: browses)
+    }
+
+    private func optimisticSnapshot(_ stale: ReleasedBrowse, key: BrowseKey, in browses: [BrowseKey: Browse]) -> Snapshot {
+        snapshot(answers: stale.records, interface: key.interface, in: browses)
+    }
+
+    /// The answers plus what live browses on the same link know about them (additionals).
+    private func snapshot(answers: [CachedRecord], interface: String, in browses: [BrowseKey: Browse]) -> Snapshot {
+        var snapshot = Snapshot(answers: answers)
         func known(_ name: DNSName, _ type: RRType) -> [CachedRecord] {
-            browses[BrowseKey(interface: key.interface, name: name, type: type)]?.orderedRecords ?? []
+            browses[BrowseKey(interface: interface, name: name, type: type)]?.orderedRecords ?? []
         }
         var hosts: [DNSName] = []
         for record in snapshot.answers {
@@ -457,10 +502,10 @@ public final class DiscoveryProxy: Sendable {
         return snapshot
     }
 
-    private func answer(_ query: Message, plan: MDNSPlan, snapshot: Snapshot) -> Message {
+    private func answer(_ query: Message, plan: MDNSPlan, snapshot: Snapshot, ttl: UInt32? = nil) -> Message {
         var reply = reply(to: query)
         let owner = query.questions[0].name
-        let ttl = configuration.ttlCap
+        let ttl = ttl ?? configuration.ttlCap
         let filter = plan.link.services
         reply.answers = snapshot.answers.compactMap { record in
             guard let rdata = record.rdata else { return nil }
@@ -552,6 +597,9 @@ public final class DiscoveryProxy: Sendable {
         if stop { timer.cancel() }
     }
 
+    /// At most this many released browses are remembered for optimistic answers.
+    static let maxReleased = 4096
+
     /// Releases browses nobody asked about for `browseIdleTimeout` (and nobody waits on).
     func sweep() {
         let now = scheduler.now()
@@ -562,6 +610,18 @@ public final class DiscoveryProxy: Sendable {
             for key in idle.keys { state.browses[key] = nil }
             state.stats.activeBrowses = state.browses.count
             state.stats.browsesReleased += idle.count
+            if configuration.optimisticAnswers {
+                for (key, browse) in idle where browse.hasResults {
+                    state.released[key] = ReleasedBrowse(records: browse.orderedRecords, releasedAt: now)
+                }
+                state.released = state.released.filter { now - $0.value.releasedAt <= configuration.optimisticMaxStaleness }
+                if state.released.count > Self.maxReleased {
+                    let keep = state.released.sorted { $0.value.releasedAt > $1.value.releasedAt }.prefix(Self.maxReleased)
+                    state.released = Dictionary(uniqueKeysWithValues: keep.map { ($0.key, $0.value) })
+                }
+            } else {
+                state.released.removeAll()
+            }
             return idle.map { ($0.key, $0.value.handle) }
         }
         for (key, handle) in released {

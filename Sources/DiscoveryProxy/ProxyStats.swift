@@ -5,6 +5,8 @@ public struct ProxyStats: Sendable, Equatable, Codable {
     public var cacheHits = 0
     /// Started or joined an mDNS query.
     public var cacheMisses = 0
+    /// Answered from a released browse's last results while a fresh browse started.
+    public var optimisticAnswers = 0
     /// Answered from configuration (apex, metadata, enumeration).
     public var immediate = 0
     /// Misses that ended with no data after the negative timeout.

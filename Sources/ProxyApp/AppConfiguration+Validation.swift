@@ -59,6 +59,8 @@ extension AppConfiguration {
         check(browseIdleTimeoutSeconds >= 1, "browse-idle-timeout", browseIdleTimeoutSeconds, "must be at least 1 second")
         check(mdnsQueriesPerSecond > 0, "mdns-query-rate", mdnsQueriesPerSecond, "must be positive")
         check(mdnsQueryBurst >= 1, "mdns-query-burst", mdnsQueryBurst, "must be at least 1")
+        check(optimisticMaxStalenessSeconds >= 0, "optimistic-max-staleness", optimisticMaxStalenessSeconds,
+            "must not be negative")
         check((512...65535).contains(maxUDPPayload), "max-udp-payload", maxUDPPayload, "must be between 512 and 65535")
         check(tcpIdleTimeoutSeconds > 0, "tcp.idle-timeout", tcpIdleTimeoutSeconds, "must be positive")
         check(tcpMaxConnections >= 1, "tcp.max-connections", tcpMaxConnections, "must be at least 1")
@@ -106,6 +108,8 @@ extension AppConfiguration {
         config.mdnsQueriesPerSecond = mdnsQueriesPerSecond
         config.mdnsQueryBurst = mdnsQueryBurst
         config.maxUDPPayload = maxUDPPayload
+        config.optimisticAnswers = optimisticAnswers
+        config.optimisticMaxStaleness = .milliseconds(Int(optimisticMaxStalenessSeconds * 1000))
         config.allowedClients = effectiveAllowedClients(interfaces: interfaces)
         return config
     }
@@ -145,6 +149,8 @@ extension AppConfiguration {
         lines.append("mdns-query-rate: \(mdnsQueriesPerSecond)")
         lines.append("mdns-query-burst: \(mdnsQueryBurst)")
         lines.append("max-udp-payload: \(maxUDPPayload)")
+        lines.append("optimistic-answers: \(optimisticAnswers)")
+        lines.append("optimistic-max-staleness: \(optimisticMaxStalenessSeconds)")
         lines.append("log-level: \(logLevel)")
         lines.append("admin: \(admin.map { "\"\($0)\"" } ?? "off")")
         // Quoted: a plain `::1/128` is not valid YAML inside a flow sequence.

@@ -54,7 +54,7 @@ private struct YAMLReader {
         let known: Set<String> = [
             "links", "listen", "server-name", "hostmaster", "log-level", "negative-timeout", "collection-window-ms",
             "browse-idle-timeout", "suppress-link-local", "mdns-query-rate", "mdns-query-burst", "max-udp-payload",
-            "tcp", "avahi", "admin", "allow-clients",
+            "tcp", "avahi", "admin", "allow-clients", "optimistic-answers", "optimistic-max-staleness",
         ]
         unknownKeys(root, known: known, prefix: "")
         if let links = root["links"] {
@@ -85,6 +85,8 @@ private struct YAMLReader {
         number(root, "mdns-query-rate", into: &config.mdnsQueriesPerSecond)
         number(root, "mdns-query-burst", into: &config.mdnsQueryBurst)
         integer(root, "max-udp-payload", into: &config.maxUDPPayload)
+        boolean(root, "optimistic-answers", into: &config.optimisticAnswers)
+        number(root, "optimistic-max-staleness", into: &config.optimisticMaxStalenessSeconds)
         if let admin = root["admin"] {
             let text = "\(admin)"
             if ["off", "false", "none", ""].contains(text.lowercased()) {

@@ -47,6 +47,8 @@ public struct AppConfiguration: Sendable, Equatable {
     public var mdnsQueriesPerSecond = 20.0
     public var mdnsQueryBurst = 40.0
     public var maxUDPPayload = 1232
+    public var optimisticAnswers = true
+    public var optimisticMaxStalenessSeconds = 600.0
 
     public var tcpIdleTimeoutSeconds = 10.0
     public var tcpMaxConnections = 1024
