@@ -76,18 +76,7 @@ func withServer(
         let responder = FakeResponder()
         try await withServer(responder: responder) { server, bound in
             let tcp = try #require(bound.first { $0.transport == .tcp })
-            let client = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .connect(to: tcp.address) { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(
-                            ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes))
-                        )
-                        try channel.pipeline.syncOperations.addHandler(
-                            LengthFieldPrepender(lengthFieldBitLength: .twoBytes)
-                        )
-                        return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                    }
-                }
+            let client = try await connectFramedTCPClient(to: tcp.address)
             let queries: [[UInt8]] = [[FakeResponder.slow, 1], [FakeResponder.fast, 2], [FakeResponder.fast, 3]]
             let answers = try await client.executeThenClose { inbound, outbound in
                 try await outbound.write(contentsOf: queries.map { ByteBuffer(bytes: $0) })
@@ -144,18 +133,7 @@ func withServer(
         try await withServer(responder: responder) { server, bound in
             serverRef = server
             let tcp = try #require(bound.first { $0.transport == .tcp })
-            let client = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .connect(to: tcp.address) { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(
-                            ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes))
-                        )
-                        try channel.pipeline.syncOperations.addHandler(
-                            LengthFieldPrepender(lengthFieldBitLength: .twoBytes)
-                        )
-                        return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                    }
-                }
+            let client = try await connectFramedTCPClient(to: tcp.address)
             let (answers, ended) = try await client.executeThenClose { inbound, outbound in
                 try await outbound.write(ByteBuffer(bytes: [FakeResponder.slow, 1]))
                 while responder.pendingCount == 0 {
@@ -225,4 +203,18 @@ func withServer(
             #expect(bound.contains { $0.description.hasPrefix("[::1]:") && $0.transport == .tcp })
         }
     }
+}
+
+/// A DNS-over-TCP client channel: 2-byte length framing both ways (RFC 1035 §4.2.2).
+func connectFramedTCPClient(to address: SocketAddress) async throws -> NIOAsyncChannel<ByteBuffer, ByteBuffer> {
+    try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .connect(to: address) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(
+                    ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes))
+                )
+                try channel.pipeline.syncOperations.addHandler(LengthFieldPrepender(lengthFieldBitLength: .twoBytes))
+                return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+            }
+        }
 }
