@@ -116,6 +116,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // libFuzzer harnesses (decode, query path); scripts/fuzz.sh builds them with
+        // -sanitize=fuzzer,address -DFUZZING. Without -DFUZZING it is a corpus replayer.
+        .executableTarget(
+            name: "fuzz-dns",
+            dependencies: ["DNSWire", "MDNS", "DiscoveryProxy", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/Fuzz/DNS",
+            swiftSettings: swiftSettings
+        ),
+
         .testTarget(name: "DNSWireTests", dependencies: ["DNSWire"], swiftSettings: swiftSettings),
         .testTarget(name: "MDNSTests", dependencies: ["MDNS"], exclude: ["lab.sh"], swiftSettings: swiftSettings),
         .testTarget(

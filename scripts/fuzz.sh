@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses with AddressSanitizer and runs one of them.
+#
+#   scripts/fuzz.sh [TARGET] [RUNS] [extra libFuzzer flags...]
+#
+# TARGET: decode (DNSWire.Message(wire:) + encode(limit:), default) or query
+# (DiscoveryProxy.handle over a scripted mDNS backend). RUNS: executions (default 1000000;
+# 0 or -1 = until stopped). Seeds: Tests/Fuzz/corpus/TARGET (read-only; new inputs go to
+# .build-fuzz/corpus/TARGET). Crashes are written to .build-fuzz/artifacts/.
+# Not run by CI: CI runs only the unit tests (scripts/test.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+target="${1:-decode}"
+runs="${2:-1000000}"
+shift $(( $# > 2 ? 2 : $# ))
+case "$target" in decode|query) ;; *) echo "usage: $0 [decode|query] [RUNS] [libFuzzer flags]" >&2; exit 2;; esac
+
+scratch=.build-fuzz
+mkdir -p "$scratch"
+echo "building fuzz-dns with -sanitize=fuzzer,address (log: $scratch/build.log)" >&2
+if ! swift build --scratch-path "$scratch" --product fuzz-dns \
+    -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING >"$scratch/build.log" 2>&1; then
+    grep -v 'Cannot export local symbol' "$scratch/build.log" | tail -30 >&2
+    exit 1
+fi
+binary="$(swift build --scratch-path "$scratch" --product fuzz-dns --show-bin-path \
+    -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING)/fuzz-dns"
+
+seeds="Tests/Fuzz/corpus/$target"
+work="$scratch/corpus/$target"
+artifacts="$scratch/artifacts/$target/"
+mkdir -p "$work" "$artifacts"
+
+# ASan: leaks of process-lifetime caches are not bugs here; everything else aborts.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}"
+export FUZZ_TARGET="$target" SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=no}"
+log="$scratch/fuzz-$target.log"
+set +e
+"$binary" -runs="$runs" -max_len=4096 -print_final_stats=1 -artifact_prefix="$artifacts" \
+    "$@" "$work" "$seeds" 2>&1 | tee "$log" | grep -E '^(#[0-9]+ +(INITED|DONE|pulse)|==|SUMMARY|Done|stat::number_of_executed_units|artifact_prefix|Test unit written)'
+status=${PIPESTATUS[0]}
+set -e
+executed="$(grep -oE 'stat::number_of_executed_units: [0-9]+' "$log" | tail -1 | awk '{print $2}')"
+echo "fuzz-$target: ${executed:-?} executions, exit status $status, corpus $(ls "$work" | wc -l) + $(ls "$seeds" | wc -l) seeds"
+exit "$status"
