@@ -21,6 +21,9 @@ import Testing
         ("two-pointer loop", header() + hex("c00e c00c 000c 0001")),
         ("forward pointer past the end", header() + hex("c0ff 000c 0001")),
         ("pointer into the header", header() + hex("c000 000c 0001")),
+        // RFC 1035 §4.1.4: pointers go to a prior name; ldns alone would follow these.
+        ("forward pointer to the QTYPE's zero octet", header() + hex("c00e 0006 0001")),
+        ("pointer to a valid name inside the header", header() + hex("c002 0006 0001")),
         ("label of 64 octets", header() + label64 + [0, 0, 1, 0, 1]),
         ("extended label type 0x41", header() + hex("41 61 00 0001 0001")),
         ("name over 255 octets", header() + longName + [0, 1, 0, 1]),

@@ -27,9 +27,6 @@ struct MalformedCorpusTests {
         var outcome: Outcome
         /// The ID the reply must carry.
         var id: UInt16 = MalformedCorpusTests.id
-        /// A known deviation from the expected outcome: the expectation stays, as a known issue
-        /// (the test fails once the bug is fixed, as a reminder to drop this).
-        var knownBug: String? = nil
         var description: String { "\(name) → \(outcome)" }
     }
 
@@ -74,10 +71,6 @@ struct MalformedCorpusTests {
 
     // MARK: The table
 
-    static let pointerBug =
-        "DNSWire accepts compression pointers that point forward or into the header (RFC 1035 §4.1.4: "
-        + "a pointer refers to a prior occurrence of a name); the query is answered REFUSED, not FORMERR"
-
     static let cases: [Case] = {
         let soa = question()
         var table: [Case] = [
@@ -116,10 +109,10 @@ struct MalformedCorpusTests {
             Case(name: "pointer past the end", bytes: header() + [0xC0, 200] + u16(6) + u16(1), outcome: .rcode(.formErr)),
             Case(
                 name: "forward pointer (to the QTYPE's zero octet)", bytes: header() + [0xC0, 14] + u16(6) + u16(1),
-                outcome: .rcode(.formErr), knownBug: pointerBug),
+                outcome: .rcode(.formErr)),
             Case(
                 name: "pointer into the header", bytes: header() + [0xC0, 2] + u16(6) + u16(1),
-                outcome: .rcode(.formErr), knownBug: pointerBug),
+                outcome: .rcode(.formErr)),
             Case(
                 name: "label of 64 octets",
                 bytes: header() + [64] + [UInt8](repeating: UInt8(ascii: "a"), count: 64) + name("lab1.example.") + u16(6) + u16(1),
@@ -189,11 +182,7 @@ struct MalformedCorpusTests {
             let message = try #require(reply.message, "the reply decodes")
             #expect(message.isResponse)
             #expect(message.id == item.id)
-            if let bug = item.knownBug {
-                withKnownIssue(Comment(rawValue: bug)) { #expect(message.rcode == rcode) }
-            } else {
-                #expect(message.rcode == rcode)
-            }
+            #expect(message.rcode == rcode)
             #expect(!message.truncated)
             if rcode == .formErr { #expect(message.answers.isEmpty) }
         }

@@ -67,10 +67,38 @@ struct LDNSWireReader: ~Copyable {
     }
 
     private mutating func ownerTypeClass(_ what: String) throws(DNSWireError) -> LDNSRecord {
+        try self.checkCompressionPointers(from: self.position, what)
         var pointer: LDNSRRPointer?
         let status = ldns_wire2rr(&pointer, self.base, self.count, &self.position, LDNS_SECTION_QUESTION)
         guard status.isOK, let pointer else { throw .malformed("\(what): \(status.message)") }
         return LDNSRecord(adopting: pointer)
+    }
+
+    /// RFC 1035 §4.1.4: a compression pointer refers to a *prior* occurrence of a name. ldns
+    /// follows pointers anywhere (forward, or into the header), so owner names are checked here
+    /// first: every pointer must land after the header and before the start of the labels it
+    /// continues (the owner name's start, then each jump target). Targets therefore strictly
+    /// decrease, so the walk ends even on hostile input. Everything else is left to ldns.
+    private func checkCompressionPointers(from start: Int, _ what: String) throws(DNSWireError) {
+        var segmentStart = start
+        var offset = start
+        while offset < self.count {
+            let length = self.base[offset]
+            if length == 0 { return }
+            if length & 0xC0 == 0xC0 {
+                guard offset + 1 < self.count else { return }  // truncated: ldns reports it
+                let target = Int(length & 0x3F) << 8 | Int(self.base[offset + 1])
+                guard target >= 12, target < segmentStart else {
+                    throw .malformed("\(what): compression pointer at \(offset) to \(target) is not to an earlier name")
+                }
+                segmentStart = target
+                offset = target
+            } else if length & 0xC0 != 0 {
+                return  // reserved label types: ldns rejects them
+            } else {
+                offset += 1 + Int(length)
+            }
+        }
     }
 
     private func uint16(at offset: Int) -> UInt16 {
