@@ -155,13 +155,27 @@ public final class DiscoveryProxy: Sendable {
             finish(failure(query, .refused), context, cache: "immediate")
             return
         }
-        if let immediate = immediateReply(to: query, catalog: catalog) {
-            finish(immediate, context, cache: "immediate")
+        if let failure = protocolFailure(query) {
+            finish(failure, context, cache: "immediate")
             return
         }
-        // immediateReply returns nil only for an mDNS plan.
-        guard case .mdns(let plan) = catalog.plan(query.questions[0]) else { return }
-        lookup(plan, query: query, context: context)
+        // The question is planned once; every plan ends in exactly one reply.
+        switch catalog.plan(query.questions[0]) {
+        case .refused:
+            count(\.refused)
+            logger.debug("refused", metadata: ["dns.qname": "\(query.questions[0].name)"])
+            finish(failure(query, .refused), context, cache: "immediate")
+        case .immediate(let zone, let answers):
+            count(\.immediate)
+            var reply = reply(to: query)
+            reply.answers = answers
+            if answers.isEmpty {
+                reply.authority = [ZoneRecords(origin: zone, configuration: catalog.configuration).soa]
+            }
+            finish(reply, context, cache: "immediate")
+        case .mdns(let plan):
+            lookup(plan, query: query, context: context)
+        }
     }
 
     /// RFC 6891 §6.2.5: a payload below 512 counts as 512; never above our own maximum.
@@ -172,8 +186,8 @@ public final class DiscoveryProxy: Sendable {
         return min(max(512, Int(edns.udpPayloadSize)), max(512, configuration.maxUDPPayload))
     }
 
-    /// Everything that does not need mDNS: errors, REFUSED, and configuration answers.
-    private func immediateReply(to query: Message, catalog: Catalog) -> Message? {
+    /// Queries the proxy cannot plan: wrong opcode, question count or EDNS version.
+    private func protocolFailure(_ query: Message) -> Message? {
         guard query.opcode == .query else {
             count(\.notImp)
             return failure(query, .notImp)  // includes DSO (RFC 8490 §5.1) until Push exists
@@ -186,20 +200,7 @@ public final class DiscoveryProxy: Sendable {
             count(\.badVers)
             return failure(query, .badVers)  // RFC 6891 §6.1.3, with our OPT at version 0
         }
-        switch catalog.plan(query.questions[0]) {
-        case .refused:
-            count(\.refused)
-            logger.debug("refused", metadata: ["dns.qname": "\(query.questions[0].name)"])
-            return failure(query, .refused)
-        case .immediate(let zone, let answers):
-            count(\.immediate)
-            var reply = reply(to: query)
-            reply.answers = answers
-            if answers.isEmpty { reply.authority = [ZoneRecords(origin: zone, configuration: configuration).soa] }
-            return reply
-        case .mdns:
-            return nil
-        }
+        return nil
     }
 
     private func lookup(_ plan: MDNSPlan, query: Message, context: QueryContext) {

@@ -61,18 +61,10 @@ private struct YAMLReader {
             config.links = readLinks(links)
         }
         if let listen = root["listen"] {
-            if let items = listen as? [Any] {
-                config.listen = items.enumerated().compactMap { index, item in
-                    let text = "\(item)"
-                    guard let address = AppConfiguration.ListenAddress(text) else {
-                        errors.append(ConfigError(key: "listen[\(index)]", value: text,
-                            reason: "expected ADDR:PORT, e.g. 0.0.0.0:53 or [::]:53"))
-                        return nil
-                    }
-                    return address
-                }
-            } else {
-                errors.append(ConfigError(key: "listen", value: "\(listen)", reason: "expected a list of ADDR:PORT"))
+            if let addresses = list(listen, key: "listen", expected: "a list of ADDR:PORT",
+                element: "ADDR:PORT, e.g. 0.0.0.0:53 or [::]:53", AppConfiguration.ListenAddress.init)
+            {
+                config.listen = addresses
             }
         }
         if let name = string(root, "server-name") { config.serverName = domain(name, key: "server-name") }
@@ -159,38 +151,41 @@ private struct YAMLReader {
     }
 
     private mutating func prefixes(_ value: Any, key: String) -> [IPPrefix] {
-        guard let list = value as? [Any] else {
-            errors.append(ConfigError(key: key, value: "\(value)", reason: "expected a list of prefixes"))
-            return []
-        }
-        return list.enumerated().compactMap { index, element in
-            guard let prefix = IPPrefix("\(element)") else {
-                errors.append(ConfigError(key: "\(key)[\(index)]", value: "\(element)",
-                    reason: "expected a prefix such as 192.0.2.0/24 or 2001:db8::/64"))
-                return nil
-            }
-            return prefix
-        }
+        list(value, key: key, expected: "a list of prefixes",
+            element: "a prefix such as 192.0.2.0/24 or 2001:db8::/64") { IPPrefix($0) } ?? []
     }
 
     /// `_ipp._tcp`-style service types: `_name` (RFC 6763 §7: up to 15 characters) then `_tcp` or `_udp`.
     private mutating func serviceTypes(_ value: Any, key: String) -> [String] {
-        guard let list = value as? [Any] else {
-            errors.append(ConfigError(key: key, value: "\(value)", reason: "expected a list of service types like _ipp._tcp"))
-            return []
-        }
-        return list.enumerated().compactMap { index, element in
-            let text = "\(element)"
+        list(value, key: key, expected: "a list of service types like _ipp._tcp",
+            element: "a service type like _ipp._tcp (RFC 6763 §7)") { text in
             let parts = text.lowercased().split(separator: ".", omittingEmptySubsequences: false)
             guard parts.count == 2, parts[0].hasPrefix("_"), (2...16).contains(parts[0].count),
                 parts[1] == "_tcp" || parts[1] == "_udp"
-            else {
-                errors.append(ConfigError(key: "\(key)[\(index)]", value: text,
-                    reason: "expected a service type like _ipp._tcp (RFC 6763 §7)"))
-                return nil
-            }
+            else { return nil }
             return text
+        } ?? []
+    }
+
+    /// A YAML list whose elements are parsed from their text; each bad element is one error
+    /// naming `key[index]`, and the good ones are kept. Nil (and one error) when it is no list.
+    private mutating func list<Element>(
+        _ value: Any, key: String, expected: String, element: String, _ parse: (String) -> Element?
+    ) -> [Element]? {
+        guard let items = value as? [Any] else {
+            errors.append(ConfigError(key: key, value: "\(value)", reason: "expected \(expected)"))
+            return nil
         }
+        var parsed: [Element] = []
+        for (index, item) in items.enumerated() {
+            let text = "\(item)"
+            if let value = parse(text) {
+                parsed.append(value)
+            } else {
+                errors.append(ConfigError(key: "\(key)[\(index)]", value: text, reason: "expected \(element)"))
+            }
+        }
+        return parsed
     }
 
     private mutating func unknownKeys(_ mapping: [String: Any], known: Set<String>, prefix: String) {
