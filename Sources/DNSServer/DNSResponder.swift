@@ -37,4 +37,47 @@ public protocol DNSResponder: Sendable {
     /// (an mDNS miss): with the encoded answer, or with nil to send nothing (for example a
     /// query too short to hold a DNS header).
     func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void)
+
+    /// As `handle(query:from:respond:)`, but the answer may say that the front end can replay
+    /// it (see `DNSAnswer.replay`). The front ends call this one; the default forwards to the
+    /// plain method and never offers a replay.
+    func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void)
+}
+
+extension DNSResponder {
+    public func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void) {
+        handle(query: query, from: client) { bytes in answer(DNSAnswer(bytes: bytes)) }
+    }
+}
+
+/// A responder's answer: the message bytes (nil: send nothing) and, optionally, permission to
+/// replay them.
+public struct DNSAnswer: Sendable {
+    public var bytes: [UInt8]?
+    public var replay: DNSAnswerReplay?
+
+    public init(bytes: [UInt8]?, replay: DNSAnswerReplay? = nil) {
+        self.bytes = bytes
+        self.replay = replay
+    }
+}
+
+/// The responder's promise that, while `isCurrent()` holds, the same query bytes (apart from
+/// the 2-byte ID) from the same client and transport get the same answer bytes (apart from
+/// the ID). The front end then answers such queries itself, without calling the responder,
+/// for at most `lifetime` before asking again, and reports how many it answered through
+/// `replayed` (batched, at least once per `lifetime`).
+public struct DNSAnswerReplay: Sendable {
+    public var lifetime: Duration
+    public var isCurrent: @Sendable () -> Bool
+    public var replayed: @Sendable (_ count: Int) -> Void
+
+    public init(
+        lifetime: Duration, isCurrent: @escaping @Sendable () -> Bool,
+        replayed: @escaping @Sendable (_ count: Int) -> Void
+    ) {
+        self.lifetime = lifetime
+        self.isCurrent = isCurrent
+        self.replayed = replayed
+    }
 }

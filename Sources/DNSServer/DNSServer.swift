@@ -54,6 +54,9 @@ public final class DNSServer: Service, Sendable {
     private let counters = DNSServerCounters()
     private let registry: TCPConnectionRegistry
     private let udpDrain = UDPDrainState()
+    /// Answers the responder allowed to be replayed, one cache per event loop; nil when
+    /// `configuration.replayAnswers` is off.
+    private let replays: ReplayCaches?
     private let runState = Mutex(RunState.initial)
     private let bound = Mutex<[DNSServerBoundAddress]>([])
 
@@ -72,6 +75,7 @@ public final class DNSServer: Service, Sendable {
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
         self.onBound = onBound
+        self.replays = configuration.replayAnswers ? ReplayCaches(group: eventLoopGroup) : nil
         self.registry = TCPConnectionRegistry(
             maxTotal: configuration.maxTCPConnections,
             maxPerClient: configuration.maxTCPConnectionsPerClient
@@ -239,6 +243,7 @@ public final class DNSServer: Service, Sendable {
         let responder = self.responder
         let counters = self.counters
         let drain = self.udpDrain
+        let replays = self.replays
         let logger = self.logger
         // No SO_REUSEADDR for UDP: on Linux it lets a second server bind the same port silently.
         var bootstrap = DatagramBootstrap(group: self.eventLoopGroup)
@@ -252,6 +257,7 @@ public final class DNSServer: Service, Sendable {
                             counters: counters,
                             drain: drain,
                             maxDatagramSize: max(512, config.maxUDPDatagramSize),
+                            replays: replays,
                             logger: logger
                         )
                     )
@@ -270,6 +276,7 @@ public final class DNSServer: Service, Sendable {
         let counters = self.counters
         let registry = self.registry
         let config = self.configuration
+        let replays = self.replays
         let logger = self.logger
         var bootstrap = ServerBootstrap(group: self.eventLoopGroup)
             .serverChannelOption(.backlog, value: 256)
@@ -283,6 +290,7 @@ public final class DNSServer: Service, Sendable {
                         counters: counters,
                         registry: registry,
                         configuration: config,
+                        replays: replays,
                         logger: logger
                     )
                 }
@@ -300,6 +308,7 @@ public final class DNSServer: Service, Sendable {
         counters: DNSServerCounters,
         registry: TCPConnectionRegistry,
         configuration: DNSServerConfiguration,
+        replays: ReplayCaches? = nil,
         logger: Logger = Logger(label: "dns.server")
     ) throws {
         try pipeline.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes)))
@@ -311,6 +320,7 @@ public final class DNSServer: Service, Sendable {
                 registry: registry,
                 idleTimeout: TimeAmount(configuration.tcpIdleTimeout),
                 maxInFlight: configuration.maxInFlightPerConnection,
+                replays: replays,
                 logger: logger
             )
         )
@@ -337,5 +347,6 @@ public final class DNSServer: Service, Sendable {
             try? await channel.close()
         }
         await self.registry.closeAll()
+        self.replays?.stop()
     }
 }

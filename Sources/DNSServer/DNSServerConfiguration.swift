@@ -39,6 +39,10 @@ public struct DNSServerConfiguration: Sendable {
     /// Larger datagrams are dropped and counted as malformed. EDNS allows queries up to 4096 bytes.
     public var maxUDPDatagramSize: Int = 4096 + 512
 
+    /// Replay answers the responder marked replayable (`DNSAnswerReplay`) for byte-identical
+    /// queries from the same client, from a per-event-loop cache: the cache-hit fast path.
+    public var replayAnswers: Bool = true
+
     /// On graceful shutdown, how long answers still in flight may take before every socket is closed.
     public var shutdownGracePeriod: Duration = .seconds(2)
 

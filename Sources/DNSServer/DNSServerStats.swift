@@ -42,14 +42,24 @@ enum TCPCloseReason: String, Sendable {
     case shutdown
 }
 
-/// Thread-safe counters shared by all handlers of one server.
+/// Thread-safe counters shared by all handlers of one server. The four per-query counters are
+/// atomics (no lock on the answer path); the rest change rarely and sit behind a mutex.
 final class DNSServerCounters: Sendable {
     private let state = Mutex(DNSServerStats())
+    let udpQueriesReceived = Atomic<Int>(0)
+    let tcpQueriesReceived = Atomic<Int>(0)
+    let udpAnswersSent = Atomic<Int>(0)
+    let tcpAnswersSent = Atomic<Int>(0)
 
     init() {}
 
     func snapshot() -> DNSServerStats {
-        self.state.withLock { $0 }
+        var stats = self.state.withLock { $0 }
+        stats.udpQueriesReceived = self.udpQueriesReceived.load(ordering: .relaxed)
+        stats.tcpQueriesReceived = self.tcpQueriesReceived.load(ordering: .relaxed)
+        stats.udpAnswersSent = self.udpAnswersSent.load(ordering: .relaxed)
+        stats.tcpAnswersSent = self.tcpAnswersSent.load(ordering: .relaxed)
+        return stats
     }
 
     func update(_ body: (inout DNSServerStats) -> Void) {

@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOExtras
+import Synchronization
 
 /// One DNS-over-TCP connection (RFC 7766), placed after
 /// `ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes))` and
@@ -37,7 +38,11 @@ final class TCPDNSHandler: ChannelDuplexHandler {
     private let registry: TCPConnectionRegistry
     private let idleTimeout: TimeAmount
     private let maxInFlight: Int
+    private let replays: ReplayCaches?
     private var logger: Logger
+    /// This loop's replay cache (shared with the loop's other connections and UDP).
+    private var replayCache: ReplayCache?
+    private var clientKey = ReplayCache.ClientKey.other
 
     private var state = State.initial
     private var closeReason: TCPCloseReason?
@@ -67,6 +72,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
         registry: TCPConnectionRegistry,
         idleTimeout: TimeAmount,
         maxInFlight: Int,
+        replays: ReplayCaches? = nil,
         logger: Logger
     ) {
         self.responder = responder
@@ -74,6 +80,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
         self.registry = registry
         self.idleTimeout = idleTimeout
         self.maxInFlight = max(1, maxInFlight)
+        self.replays = replays
         self.logger = logger
     }
 
@@ -115,6 +122,8 @@ final class TCPDNSHandler: ChannelDuplexHandler {
     private func activate(context: ChannelHandlerContext) {
         guard case .initial = self.state else { return }
         self.client = DNSClient(context.channel.remoteAddress, transport: .tcp)
+        self.clientKey = ReplayCache.ClientKey(context.channel.remoteAddress)
+        self.replayCache = self.replays?.cache(for: context.eventLoop)
         self.logger[metadataKey: "dns.client"] = "\(self.client)"
         self.loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
 
@@ -169,7 +178,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
             self.logger.debug("dropping zero-length TCP message")
             return
         }
-        self.counters.update { $0.tcpQueriesReceived += 1 }
+        self.counters.tcpQueriesReceived.add(1, ordering: .relaxed)
         self.cancelIdleTimer()
         self.waiting.append(Array(frame.readableBytesView))
         self.dispatchWaiting(context: context)
@@ -221,48 +230,63 @@ final class TCPDNSHandler: ChannelDuplexHandler {
     private func dispatchWaiting(context: ChannelHandlerContext) {
         guard !self.dispatching else { return }
         self.dispatching = true
+        var replayed = false
         while self.isWritable, self.inFlight.count < self.maxInFlight, let query = self.waiting.popFirst() {
+            if let cache = self.replayCache,
+                let answer = query.withUnsafeBytes({
+                    cache.answer(to: $0, client: self.clientKey, transport: .tcp, now: .now())
+                })
+            {
+                self.write(answer, context: context)
+                replayed = true
+                continue
+            }
             let id = self.nextQueryID
             self.nextQueryID &+= 1
             self.inFlight.insert(id)
-            self.responder.handle(query: query, from: self.client, respond: self.makeRespond(id: id, context: context))
+            self.responder.handle(
+                query: query, from: self.client, answer: self.makeRespond(id: id, query: query, context: context))
         }
         self.dispatching = false
+        if replayed, !self.hasOutstandingQueries, case .open = self.state {
+            self.armIdleTimer(context: context)
+        }
         self.afterProgress(context: context)
     }
 
-    private func makeRespond(id: UInt64, context: ChannelHandlerContext) -> @Sendable ([UInt8]?) -> Void {
+    private func makeRespond(
+        id: UInt64, query: [UInt8], context: ChannelHandlerContext
+    ) -> @Sendable (DNSAnswer) -> Void {
         guard let loopBound = self.loopBound else { return { _ in } }
         let eventLoop = context.eventLoop
         return { answer in
             if eventLoop.inEventLoop {
                 let (handler, context) = loopBound.value
-                handler.answered(id: id, answer: answer, context: context)
+                handler.answered(id: id, answer: answer, query: query, context: context)
             } else {
                 eventLoop.execute {
                     let (handler, context) = loopBound.value
-                    handler.answered(id: id, answer: answer, context: context)
+                    handler.answered(id: id, answer: answer, query: query, context: context)
                 }
             }
         }
     }
 
-    private func answered(id: UInt64, answer: [UInt8]?, context: ChannelHandlerContext) {
+    private func answered(id: UInt64, answer: DNSAnswer, query: [UInt8], context: ChannelHandlerContext) {
         guard self.inFlight.remove(id) != nil else { return }  // late, duplicate, or connection gone
-        if let answer {
-            if answer.count > Int(UInt16.max) {
+        if let bytes = answer.bytes {
+            if bytes.count > Int(UInt16.max) {
                 self.counters.update { $0.malformedDropped += 1 }
-                self.logger.debug("dropping TCP answer too large to frame", metadata: ["dns.size": "\(answer.count)"])
-            } else if self.isWritable, context.channel.isActive {
-                let buffer = context.channel.allocator.buffer(bytes: answer)
-                let promise = context.eventLoop.makePromise(of: Void.self)
-                context.write(Self.wrapOutboundOut(buffer), promise: promise)
-                self.lastWrite = promise.futureResult
-                self.needsFlush = true
-                if !self.inReadBurst {
-                    self.flushIfNeeded(context: context)
+                self.logger.debug("dropping TCP answer too large to frame", metadata: ["dns.size": "\(bytes.count)"])
+            } else {
+                let buffer = context.channel.allocator.buffer(bytes: bytes)
+                if let replay = answer.replay, let cache = self.replayCache {
+                    query.withUnsafeBytes {
+                        cache.remember(
+                            buffer, replay: replay, query: $0, client: self.clientKey, transport: .tcp, now: .now())
+                    }
                 }
-                self.counters.update { $0.tcpAnswersSent += 1 }
+                self.write(buffer, context: context)
             }
         } else {
             self.counters.update { $0.queriesUnanswered += 1 }
@@ -271,6 +295,18 @@ final class TCPDNSHandler: ChannelDuplexHandler {
             self.armIdleTimer(context: context)
         }
         self.dispatchWaiting(context: context)
+    }
+
+    private func write(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
+        guard self.isWritable, context.channel.isActive else { return }
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        context.write(Self.wrapOutboundOut(buffer), promise: promise)
+        self.lastWrite = promise.futureResult
+        self.needsFlush = true
+        if !self.inReadBurst {
+            self.flushIfNeeded(context: context)
+        }
+        self.counters.tcpAnswersSent.add(1, ordering: .relaxed)
     }
 
     /// After queries were dispatched or answered: close a draining connection that is done,

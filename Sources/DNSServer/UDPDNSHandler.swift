@@ -29,7 +29,10 @@ final class UDPDNSHandler: ChannelInboundHandler {
     private let counters: DNSServerCounters
     private let drain: UDPDrainState
     private let maxDatagramSize: Int
+    private let replays: ReplayCaches?
     private let logger: Logger
+    /// This loop's replay cache, once added to a pipeline.
+    private var replayCache: ReplayCache?
 
     private var loopBound: NIOLoopBound<(UDPDNSHandler, ChannelHandlerContext)>?
     private var inReadBurst = false
@@ -41,17 +44,20 @@ final class UDPDNSHandler: ChannelInboundHandler {
         counters: DNSServerCounters,
         drain: UDPDrainState,
         maxDatagramSize: Int,
+        replays: ReplayCaches? = nil,
         logger: Logger = Logger(label: "dns.server")
     ) {
         self.responder = responder
         self.counters = counters
         self.drain = drain
         self.maxDatagramSize = maxDatagramSize
+        self.replays = replays
         self.logger = logger
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        self.replayCache = self.replays?.cache(for: context.eventLoop)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -81,21 +87,30 @@ final class UDPDNSHandler: ChannelInboundHandler {
             return
         }
         guard let loopBound = self.loopBound else { return }
-        self.counters.update { $0.udpQueriesReceived += 1 }
+        self.counters.udpQueriesReceived.add(1, ordering: .relaxed)
+        let remote = envelope.remoteAddress
+        let clientKey = ReplayCache.ClientKey(remote)
+        if let cache = self.replayCache,
+            let answer = envelope.data.withUnsafeReadableBytes({
+                cache.answer(to: $0, client: clientKey, transport: .udp, now: .now())
+            })
+        {
+            self.write(answer, to: remote, context: context)
+            return
+        }
         self.drain.queryStarted()
 
         let query = Array(envelope.data.readableBytesView)
-        let remote = envelope.remoteAddress
         let client = DNSClient(remote, transport: .udp)
         let eventLoop = context.eventLoop
-        self.responder.handle(query: query, from: client) { answer in
+        self.responder.handle(query: query, from: client) { (answer: DNSAnswer) in
             if eventLoop.inEventLoop {
                 let (handler, context) = loopBound.value
-                handler.send(answer, to: remote, context: context)
+                handler.send(answer, for: query, client: clientKey, to: remote, context: context)
             } else {
                 eventLoop.execute {
                     let (handler, context) = loopBound.value
-                    handler.send(answer, to: remote, context: context)
+                    handler.send(answer, for: query, client: clientKey, to: remote, context: context)
                 }
             }
         }
@@ -115,16 +130,28 @@ final class UDPDNSHandler: ChannelInboundHandler {
         self.logger.debug("UDP socket error", metadata: ["error": "\(error)"])
     }
 
-    private func send(_ answer: [UInt8]?, to remote: SocketAddress, context: ChannelHandlerContext) {
+    private func send(
+        _ answer: DNSAnswer, for query: [UInt8], client: ReplayCache.ClientKey, to remote: SocketAddress,
+        context: ChannelHandlerContext
+    ) {
         self.drain.queryFinished()
-        guard let answer else {
+        guard let bytes = answer.bytes else {
             self.counters.update { $0.queriesUnanswered += 1 }
             return
         }
+        let buffer = context.channel.allocator.buffer(bytes: bytes)
+        if let replay = answer.replay, let cache = self.replayCache {
+            query.withUnsafeBytes {
+                cache.remember(buffer, replay: replay, query: $0, client: client, transport: .udp, now: .now())
+            }
+        }
+        self.write(buffer, to: remote, context: context)
+    }
+
+    private func write(_ buffer: ByteBuffer, to remote: SocketAddress, context: ChannelHandlerContext) {
         guard self.isActive, context.channel.isActive else { return }
-        let buffer = context.channel.allocator.buffer(bytes: answer)
         context.write(Self.wrapOutboundOut(AddressedEnvelope(remoteAddress: remote, data: buffer)), promise: nil)
-        self.counters.update { $0.udpAnswersSent += 1 }
+        self.counters.udpAnswersSent.add(1, ordering: .relaxed)
         if self.inReadBurst {
             self.needsFlush = true
         } else {

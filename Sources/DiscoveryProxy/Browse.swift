@@ -43,10 +43,12 @@ struct Waiter: Sendable {
 /// be, and what its metrics are labelled with.
 struct QueryContext: Sendable {
     var started: Duration
+    /// The proxy's epoch when the query arrived, for its `ReplayTicket`.
+    var epoch: UInt64
     var transport: String
     var qtype: String
     var limit: Int
-    var respond: @Sendable ([UInt8]?) -> Void
+    var respond: @Sendable (ProxyReply) -> Void
 
     /// A bounded set of metric label values: the common types by name, the rest as "other".
     static func label(for type: RRType) -> String {

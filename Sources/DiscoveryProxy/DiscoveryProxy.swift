@@ -19,8 +19,11 @@ public final class DiscoveryProxy: Sendable {
     private let backend: any MDNSBackend
     private let scheduler: any ProxyScheduler
     private let logger: Logger
-    private let metrics = ProxyMetrics()
+    let metrics = ProxyMetrics()
     private let state: Mutex<State>
+    /// Moves on with every change that can alter an answer; see `ReplayTicket`.
+    private let epoch = Atomic<UInt64>(0)
+    var currentEpoch: UInt64 { epoch.load(ordering: .acquiring) }
     /// Swapped whole by `reconfigure`; read once per query.
     private let current: Mutex<Catalog>
 
@@ -65,6 +68,7 @@ public final class DiscoveryProxy: Sendable {
             state.stats.activeBrowses = 0
             return (handles, waiters)
         }
+        invalidateReplays()
         handles.forEach { $0.cancel() }
         for waiter in waiters { finish(failure(waiter.query, .servFail), waiter.context, cache: "error") }
     }
@@ -88,6 +92,7 @@ public final class DiscoveryProxy: Sendable {
             state.stats.browsesReleased += gone.count
             return Array(gone.values)
         }
+        invalidateReplays()  // the zones, filters or ACL may have changed
         for browse in dropped {
             browse.handle?.cancel()
             for waiter in browse.waiters { finish(failure(waiter.query, .servFail), waiter.context, cache: "error") }
@@ -118,16 +123,26 @@ public final class DiscoveryProxy: Sendable {
         query bytes: [UInt8], overTCP: Bool, client: [UInt8]? = nil,
         respond: @escaping @Sendable ([UInt8]?) -> Void
     ) {
+        handle(query: bytes, overTCP: overTCP, client: client) { (reply: ProxyReply) in respond(reply.bytes) }
+    }
+
+    /// As above, with a `ReplayTicket` on answers the front end may replay to the same client.
+    public func handle(
+        query bytes: [UInt8], overTCP: Bool, client: [UInt8]? = nil,
+        reply respond: @escaping @Sendable (ProxyReply) -> Void
+    ) {
         guard let header = MessageHeader(bytes), !header.isResponse else {
             // No header, or a response: drop, never reflect.
-            respond(nil)
+            respond(ProxyReply(bytes: nil))
             return
         }
+        // Read before anything the answer depends on (see `invalidateReplays`).
+        let epoch = currentEpoch
         state.withLock { $0.stats.queries += 1 }
         let catalog = self.catalog
         var context = QueryContext(
-            started: scheduler.now(), transport: overTCP ? "tcp" : "udp", qtype: "none", limit: 512,
-            respond: respond)
+            started: scheduler.now(), epoch: epoch, transport: overTCP ? "tcp" : "udp", qtype: "none",
+            limit: 512, respond: respond)
         let query: Message
         do {
             query = try Message(wire: bytes)
@@ -152,7 +167,7 @@ public final class DiscoveryProxy: Sendable {
             }
             metrics.aclRefused()
             logger.debug("client not allowed", metadata: ["dns.client": "\(IPPrefix.format(client))"])
-            finish(failure(query, .refused), context, cache: "immediate")
+            finish(failure(query, .refused), context, cache: "immediate", replay: .refused)
             return
         }
         if let failure = protocolFailure(query) {
@@ -164,7 +179,7 @@ public final class DiscoveryProxy: Sendable {
         case .refused:
             count(\.refused)
             logger.debug("refused", metadata: ["dns.qname": "\(query.questions[0].name)"])
-            finish(failure(query, .refused), context, cache: "immediate")
+            finish(failure(query, .refused), context, cache: "immediate", replay: .refused)
         case .immediate(let zone, let answers):
             count(\.immediate)
             var reply = reply(to: query)
@@ -172,7 +187,7 @@ public final class DiscoveryProxy: Sendable {
             if answers.isEmpty {
                 reply.authority = [ZoneRecords(origin: zone, configuration: catalog.configuration).soa]
             }
-            finish(reply, context, cache: "immediate")
+            finish(reply, context, cache: "immediate", replay: .immediate)
         case .mdns(let plan):
             lookup(plan, query: query, context: context)
         }
@@ -274,7 +289,7 @@ public final class DiscoveryProxy: Sendable {
 
         switch action {
         case .hit(let snapshot):
-            finish(answer(query, plan: plan, snapshot: snapshot), context, cache: "hit")
+            finish(answer(query, plan: plan, snapshot: snapshot), context, cache: "hit", replay: .hit)
         case .optimistic(let snapshot, let start):
             logger.debug("optimistic answer; refreshing", metadata: ["mdns.question": "\(key)"])
             finish(
@@ -326,6 +341,7 @@ public final class DiscoveryProxy: Sendable {
                 state.stats.servFail += browse.waiters.count
                 return browse.waiters
             }
+            invalidateReplays()
             for waiter in waiters { finish(failure(waiter.query, .servFail), waiter.context, cache: "miss") }
             return
         }
@@ -352,6 +368,7 @@ public final class DiscoveryProxy: Sendable {
             case .added(let record):
                 guard browse.records[record] == nil else { return .none }
                 browse.records[record] = cache(record, on: key, order: browse.nextOrder, now: now)
+                invalidateReplays()
                 browse.nextOrder += 1
                 if !browse.hasResults, browse.firstResultAt == nil {
                     browse.firstResultAt = now
@@ -362,7 +379,7 @@ public final class DiscoveryProxy: Sendable {
                 browse.flushArmed = true
                 return configuration.collectionWindow == .zero ? .flushNow : .armWindow
             case .removed(let record):
-                browse.records[record] = nil
+                if browse.records.removeValue(forKey: record) != nil { invalidateReplays() }
                 return .none
             case .allForNow:
                 // The daemon's cache is drained; if it had answers, nothing is gained by waiting.
@@ -373,6 +390,7 @@ public final class DiscoveryProxy: Sendable {
                 browse.records.removeAll()
                 browse.hasResults = false
                 browse.startedAt = now
+                invalidateReplays()
                 return .none
             }
         }
@@ -555,7 +573,9 @@ public final class DiscoveryProxy: Sendable {
     }
 
     /// Encodes and sends an answer within the query's size limit, and records its metrics.
-    private func finish(_ message: Message, _ context: QueryContext, cache: String) {
+    private func finish(
+        _ message: Message, _ context: QueryContext, cache: String, replay: ReplayTicket.Kind? = nil
+    ) {
         var sent = message
         var bytes: [UInt8]?
         do {
@@ -568,9 +588,16 @@ public final class DiscoveryProxy: Sendable {
             sent.rcode = .servFail
             bytes = try? sent.encode(limit: context.limit)
         }
-        context.respond(bytes)
+        let rcode = "\(sent.rcode)"
+        let ticket = replay.flatMap { kind in
+            bytes == nil || sent.rcode != message.rcode
+                ? nil
+                : ReplayTicket(
+                    epoch: context.epoch, kind: kind, transport: context.transport, qtype: context.qtype, rcode: rcode)
+        }
+        context.respond(ProxyReply(bytes: bytes, replay: ticket))
         metrics.answered(
-            transport: context.transport, qtype: context.qtype, rcode: "\(sent.rcode)", cache: cache,
+            transport: context.transport, qtype: context.qtype, rcode: rcode, cache: cache,
             seconds: scheduler.now() - context.started)
     }
 
@@ -580,6 +607,23 @@ public final class DiscoveryProxy: Sendable {
 
     private func count(_ counter: WritableKeyPath<ProxyStats, Int>) {
         state.withLock { $0.stats[keyPath: counter] += 1 }
+    }
+
+    func countReplays(_ kind: ReplayTicket.Kind, _ n: Int) {
+        state.withLock { state in
+            state.stats.queries += n
+            switch kind {
+            case .hit: state.stats.cacheHits += n
+            case .immediate: state.stats.immediate += n
+            case .refused: state.stats.refused += n
+            }
+        }
+    }
+
+    /// Retires every replay ticket issued so far. Called after the change it announces, so a
+    /// ticket read before the change can never outlive it.
+    private func invalidateReplays() {
+        epoch.add(1, ordering: .releasing)
     }
 
     // MARK: Release of idle browses
@@ -625,6 +669,7 @@ public final class DiscoveryProxy: Sendable {
             }
             return idle.map { ($0.key, $0.value.handle) }
         }
+        if !released.isEmpty { invalidateReplays() }
         for (key, handle) in released {
             handle?.cancel()
             logger.debug("mDNS query released", metadata: ["mdns.question": "\(key)"])

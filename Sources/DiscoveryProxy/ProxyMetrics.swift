@@ -17,6 +17,14 @@ final class ProxyMetrics: Sendable {
         timer("dns_answer_duration_seconds", [("cache", cache)]).record(duration: seconds)
     }
 
+    /// Answers the front ends replayed (see `ReplayTicket`): counted in `dns_queries_total`
+    /// like any other, and in `dns_answers_replayed_total{transport}`; not timed one by one.
+    func replayed(transport: String, qtype: String, rcode: String, count: Int) {
+        counter("dns_queries_total", [("transport", transport), ("qtype", qtype), ("rcode", rcode)])
+            .increment(by: Int64(count))
+        counter("dns_answers_replayed_total", [("transport", transport)]).increment(by: Int64(count))
+    }
+
     /// `mdns_first_result_seconds`: from the start of an mDNS query to its first record.
     func firstResult(after delay: Duration) {
         timer("mdns_first_result_seconds", []).record(duration: delay)
@@ -26,6 +34,8 @@ final class ProxyMetrics: Sendable {
     /// dashboards and alerts see them at 0 from the start.
     func prepare(links: [String]) {
         _ = counter("dns_acl_refused_total", [])
+        _ = counter("dns_answers_replayed_total", [("transport", "udp")])
+        _ = counter("dns_answers_replayed_total", [("transport", "tcp")])
         for link in links {
             _ = counter("mdns_queries_started_total", [("link", link)])
             _ = counter("mdns_queries_rate_limited_total", [("link", link)])

@@ -22,6 +22,23 @@ struct ProxyResponder: DNSResponder {
     func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void) {
         proxy.handle(query: query, overTCP: client.transport == .tcp, client: client.address, respond: respond)
     }
+
+    func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void) {
+        let proxy = self.proxy
+        proxy.handle(query: query, overTCP: client.transport == .tcp, client: client.address) { reply in
+            answer(DNSAnswer(bytes: reply.bytes, replay: reply.replay.map { Self.replay($0, of: proxy) }))
+        }
+    }
+
+    /// Replayed answers are re-checked against the proxy at least this often, which also keeps
+    /// their browses' last-used time fresh (idle release, `browse-idle-timeout`).
+    static let replayLifetime: Duration = .seconds(1)
+
+    private static func replay(_ ticket: ReplayTicket, of proxy: DiscoveryProxy) -> DNSAnswerReplay {
+        DNSAnswerReplay(
+            lifetime: replayLifetime, isCurrent: { proxy.isCurrent(ticket) },
+            replayed: { proxy.replayed(ticket, count: $0) })
+    }
 }
 
 /// The daemon: avahi backend, proxy logic and DNS listeners, run until SIGTERM/SIGINT.

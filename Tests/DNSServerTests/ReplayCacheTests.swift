@@ -1,0 +1,131 @@
+@testable import DNSServer
+import NIOCore
+import NIOEmbedded
+import Synchronization
+import Testing
+
+@Suite struct ReplayCacheTests {
+    /// A responder's replay permission whose currency and reports the test controls.
+    final class Permission: Sendable {
+        let current = Atomic<Bool>(true)
+        let reported = Atomic<Int>(0)
+        var replay: DNSAnswerReplay {
+            DNSAnswerReplay(
+                lifetime: .seconds(1), isCurrent: { self.current.load(ordering: .relaxed) },
+                replayed: { self.reported.add($0, ordering: .relaxed) })
+        }
+    }
+
+    let query: [UInt8] = [0x12, 0x34] + [0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0, 3] + Array("abc".utf8) + [0, 0, 1, 0, 1]
+    let answer = ByteBuffer(bytes: [0x12, 0x34, 0x81, 0x80] + Array(repeating: 0, count: 12))
+    let client = ReplayCache.ClientKey(try! SocketAddress(ipAddress: "203.0.113.5", port: 5300))
+    let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    func lookup(_ cache: ReplayCache, id: [UInt8], client: ReplayCache.ClientKey? = nil, at now: NIODeadline) -> [UInt8]? {
+        let q = id + query[2...]
+        return q.withUnsafeBytes { cache.answer(to: $0, client: client ?? self.client, transport: .udp, now: now) }
+            .map { Array($0.readableBytesView) }
+    }
+
+    @Test func replaysWithTheNewIDAndCountsThem() {
+        let cache = ReplayCache()
+        let permission = Permission()
+        query.withUnsafeBytes {
+            cache.remember(answer, replay: permission.replay, query: $0, client: client, transport: .udp, now: t0)
+        }
+        let replayed = lookup(cache, id: [0xBE, 0xEF], at: t0)
+        #expect(replayed?.prefix(2) == [0xBE, 0xEF])
+        #expect(replayed?.dropFirst(2) == Array(answer.readableBytesView).dropFirst(2))
+        #expect(lookup(cache, id: [0, 1], at: t0) != nil)
+        cache.sweep(now: t0)
+        #expect(permission.reported.load(ordering: .relaxed) == 2)
+    }
+
+    @Test func otherClientTransportOrBytesMiss() {
+        let cache = ReplayCache()
+        query.withUnsafeBytes {
+            cache.remember(answer, replay: Permission().replay, query: $0, client: client, transport: .udp, now: t0)
+        }
+        let other = ReplayCache.ClientKey(try! SocketAddress(ipAddress: "203.0.113.6", port: 5300))
+        #expect(lookup(cache, id: [0, 1], client: other, at: t0) == nil)
+        let samePortOtherQuery = [0, 1] + query[2...].dropLast() + [2]
+        #expect(samePortOtherQuery.withUnsafeBytes { cache.answer(to: $0, client: client, transport: .udp, now: t0) } == nil)
+        #expect(query.withUnsafeBytes { cache.answer(to: $0, client: client, transport: .tcp, now: t0) } == nil)
+        let otherPort = ReplayCache.ClientKey(try! SocketAddress(ipAddress: "203.0.113.5", port: 40000))
+        #expect(lookup(cache, id: [0, 1], client: otherPort, at: t0) != nil, "the port is not part of the key")
+    }
+
+    @Test func expiredOrRetiredAnswersAreDroppedAndReported() {
+        let cache = ReplayCache()
+        let permission = Permission()
+        query.withUnsafeBytes {
+            cache.remember(answer, replay: permission.replay, query: $0, client: client, transport: .udp, now: t0)
+        }
+        #expect(lookup(cache, id: [0, 1], at: t0) != nil)
+        permission.current.store(false, ordering: .relaxed)
+        #expect(lookup(cache, id: [0, 2], at: t0) == nil)
+        #expect(cache.count == 0)
+        #expect(permission.reported.load(ordering: .relaxed) == 1)
+
+        permission.current.store(true, ordering: .relaxed)
+        query.withUnsafeBytes {
+            cache.remember(answer, replay: permission.replay, query: $0, client: client, transport: .udp, now: t0)
+        }
+        #expect(lookup(cache, id: [0, 3], at: t0 + .milliseconds(999)) != nil)
+        #expect(lookup(cache, id: [0, 4], at: t0 + .seconds(1)) == nil, "asks the responder again after the lifetime")
+    }
+
+    @Test func boundedInSize() {
+        let cache = ReplayCache(capacity: 4)
+        let permission = Permission()
+        for i in 0..<10 {
+            let q = query.dropLast() + [UInt8(i)]
+            Array(q).withUnsafeBytes {
+                cache.remember(answer, replay: permission.replay, query: $0, client: client, transport: .udp, now: t0)
+            }
+            #expect(cache.count <= 4)
+        }
+    }
+
+    /// The UDP handler answers a repeat from the cache without calling the responder.
+    @Test func udpHandlerReplays() throws {
+        let loop = EmbeddedEventLoop()
+        let channel = EmbeddedChannel(loop: loop)
+        let permission = Permission()
+        let responder = ReplayingResponder(replay: permission.replay)
+        let caches = ReplayCaches(group: loop)
+        try channel.pipeline.syncOperations.addHandler(
+            UDPDNSHandler(
+                responder: responder, counters: DNSServerCounters(), drain: UDPDrainState(), maxDatagramSize: 4096,
+                replays: caches))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 53)).wait()
+        let remote = try SocketAddress(ipAddress: "203.0.113.5", port: 5300)
+        for id: UInt8 in 1...3 {
+            let q = [0, id] + query[2...]
+            try channel.writeInbound(AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: q)))
+            let reply = try #require(try channel.readOutbound(as: AddressedEnvelope<ByteBuffer>.self))
+            #expect(Array(reply.data.readableBytesView.prefix(2)) == [0, id])
+        }
+        #expect(responder.calls.load(ordering: .relaxed) == 1)
+        loop.advanceTime(by: .seconds(1))
+        #expect(permission.reported.load(ordering: .relaxed) == 2, "the sweep reports replays")
+        caches.stop()
+    }
+}
+
+/// Answers every query with its own bytes (QR set) and offers a replay.
+final class ReplayingResponder: DNSResponder, Sendable {
+    let replay: DNSAnswerReplay
+    let calls = Atomic<Int>(0)
+
+    init(replay: DNSAnswerReplay) { self.replay = replay }
+
+    func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void) {
+        respond(query)
+    }
+
+    func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void) {
+        calls.add(1, ordering: .relaxed)
+        answer(DNSAnswer(bytes: query, replay: replay))
+    }
+}

@@ -1,0 +1,85 @@
+import DNSWire
+import DiscoveryProxy
+import MDNS
+import Synchronization
+import Testing
+
+/// The proxy's side of the replay fast path: which answers carry a `ReplayTicket`, and which
+/// changes retire them.
+@Suite("Replay tickets")
+struct ReplayTicketTests {
+    let printer = try! DNSName("x._ipp._tcp.local.")
+
+    final class Replies: Sendable {
+        private let box = Mutex<[ProxyReply]>([])
+        func add(_ reply: ProxyReply) { box.withLock { $0.append(reply) } }
+        var last: ProxyReply? { box.withLock { $0.last } }
+    }
+
+    func ask(_ h: Harness, _ name: String, _ type: RRType, client: [UInt8]? = nil) -> Replies {
+        let replies = Replies()
+        let query = Message(id: 7, questions: [Question(name: try! DNSName(name), type: type)], edns: EDNS(udpPayloadSize: 1232))
+        h.proxy.handle(query: try! query.encode(), overTCP: false, client: client) { replies.add($0) }
+        return replies
+    }
+
+    /// A harness whose PTR browse has one instance and is a cache hit.
+    func warmed() -> Harness {
+        let h = Harness()
+        h.ask("_ipp._tcp.lab1.example.", .ptr)
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(printer))
+        h.clock.advance(by: .seconds(1))
+        return h
+    }
+
+    @Test("a cache hit carries a ticket that stays current while nothing changes")
+    func hitHasTicket() throws {
+        let h = warmed()
+        let ticket = try #require(ask(h, "_ipp._tcp.lab1.example.", .ptr).last?.replay)
+        #expect(h.proxy.isCurrent(ticket))
+        h.ask("_other._tcp.lab1.example.", .ptr)  // a new browse with no records changes no answer
+        #expect(h.proxy.isCurrent(ticket))
+    }
+
+    @Test("a miss, an optimistic answer or a SERVFAIL carries none")
+    func missHasNone() throws {
+        let h = Harness()
+        let miss = ask(h, "_ipp._tcp.lab1.example.", .ptr)
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(printer))
+        h.clock.advance(by: .seconds(1))
+        let reply = try #require(miss.last)
+        #expect(reply.bytes != nil)
+        #expect(reply.replay == nil)
+    }
+
+    @Test("immediate and refused answers carry one")
+    func immediateHasTicket() throws {
+        let h = Harness()
+        #expect(ask(h, "lab1.example.", .soa).last?.replay != nil)
+        #expect(ask(h, "www.example.org.", .a).last?.replay != nil)
+    }
+
+    @Test("records added or removed, a release and a reload retire tickets", arguments: ["add", "remove", "release", "reload"])
+    func changesRetire(change: String) throws {
+        let h = warmed()
+        let ticket = try #require(ask(h, "_ipp._tcp.lab1.example.", .ptr).last?.replay)
+        switch change {
+        case "add": h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("y._ipp._tcp.local.")))
+        case "remove": h.backend.remove("_ipp._tcp.local.", .ptr, .ptr(printer))
+        case "release": h.clock.advance(by: .seconds(400))
+        default: h.proxy.reconfigure(h.proxy.catalog.configuration)
+        }
+        #expect(!h.proxy.isCurrent(ticket))
+        #expect(ask(h, "lab1.example.", .soa).last?.replay.map(h.proxy.isCurrent) == true, "new tickets are current")
+    }
+
+    @Test("replays are counted like the answers they repeat")
+    func replaysCounted() throws {
+        let h = warmed()
+        let ticket = try #require(ask(h, "_ipp._tcp.lab1.example.", .ptr).last?.replay)
+        let before = h.proxy.stats
+        h.proxy.replayed(ticket, count: 5)
+        #expect(h.proxy.stats.queries == before.queries + 5)
+        #expect(h.proxy.stats.cacheHits == before.cacheHits + 5)
+    }
+}
