@@ -167,7 +167,8 @@ public final class DiscoveryProxy: Sendable {
             }
             metrics.aclRefused()
             logger.debug("client not allowed", metadata: ["dns.client": "\(IPPrefix.format(client))"])
-            finish(failure(query, .refused), context, cache: "immediate", replay: .refused)
+            // Not replayable: each refusal is counted and logged as an ACL event.
+            finish(failure(query, .refused), context, cache: "immediate")
             return
         }
         if let failure = protocolFailure(query) {
