@@ -13,9 +13,9 @@ extension DiscoveryProxy {
         case notAuthoritative
         /// A class we do not serve.
         case refused
-        /// Subscribed; `initial` is what is known now (the first PUSH), `key` the browse to
-        /// leave on UNSUBSCRIBE (nil for names answered from configuration, which never change).
-        case subscribed(initial: [PushChange], key: BrowseKey?)
+        /// Subscribed; `initial` is what is known now (the first PUSH), `keys` the browses to
+        /// leave on UNSUBSCRIBE (none for names answered from configuration, which never change).
+        case subscribed(initial: [PushChange], keys: [BrowseKey])
     }
 
     func subscribe(_ request: PushSubscribe, session: Int, id: UInt16, sink: any PushSink) -> SubscribeOutcome {
@@ -30,41 +30,58 @@ extension DiscoveryProxy {
                 guard let wire = try? record.rdata.wireBytes() else { return nil }
                 return .add(request.name, record.type, ttl: record.ttl, rdata: wire)
             }
-            return .subscribed(initial: initial, key: nil)
+            return .subscribed(initial: initial, keys: [])
         case .mdns(let plan):
-            let key = BrowseKey(interface: plan.link.interface, name: plan.localName, type: plan.type)
+            // avahi refuses ANY as a record browser type ("key is pattern"), so TYPE ANY
+            // (RFC 8765 §6.2) rides on the browses of the DNS-SD types at that name.
+            let types = plan.type == .any ? Self.anyTypes : [plan.type]
             let subscriber = Subscriber(
                 session: session, id: id, owner: request.name, type: request.type, services: plan.link.services,
                 sink: sink)
-            let now = scheduler.now()
-            let configuration = self.configuration
-            let (initial, start) = state.withLock { state -> ([PushChange], (generation: Int, delay: Duration)?) in
-                state.subscriptions.add(subscriber, to: key)
-                if var browse = state.browses[key] {
-                    browse.lastUsed = now
-                    state.browses[key] = browse
-                    let initial = browse.hasResults
-                        ? browse.orderedRecords.compactMap { subscriber.change(for: $0, adding: true) } : []
-                    return (initial, nil)
-                }
-                guard !state.shutDown else { return ([], nil) }
-                // A new browse, paced by the link's token bucket like a unicast miss (§9.3);
-                // a subscriber can wait, so it is never refused for the rate.
-                var bucket =
-                    state.buckets[key.interface]
-                    ?? TokenBucket(rate: configuration.mdnsQueriesPerSecond, burst: configuration.mdnsQueryBurst, now: now)
-                let delay = bucket.reserve(now: now)
-                state.buckets[key.interface] = bucket
-                let generation = state.nextGeneration
-                state.nextGeneration += 1
-                state.released[key] = nil
-                state.browses[key] = Browse(generation: generation, startedAt: now + delay, lastUsed: now)
-                state.stats.activeBrowses = state.browses.count
-                return ([], (generation, delay))
+            var initial: [PushChange] = []
+            var keys: [BrowseKey] = []
+            for type in types {
+                let key = BrowseKey(interface: plan.link.interface, name: plan.localName, type: type)
+                initial += join(key, subscriber)
+                keys.append(key)
             }
-            if let start { begin(key, start) }
-            return .subscribed(initial: initial, key: key)
+            return .subscribed(initial: initial, keys: keys)
         }
+    }
+
+    /// The record types a TYPE ANY subscription follows.
+    static let anyTypes: [RRType] = [.ptr, .srv, .txt, .a, .aaaa]
+
+    /// Adds a subscriber to a browse (starting it if needed); returns what it knows now.
+    private func join(_ key: BrowseKey, _ subscriber: Subscriber) -> [PushChange] {
+        let now = scheduler.now()
+        let configuration = self.configuration
+        let (initial, start) = state.withLock { state -> ([PushChange], (generation: Int, delay: Duration)?) in
+            state.subscriptions.add(subscriber, to: key)
+            if var browse = state.browses[key] {
+                browse.lastUsed = now
+                state.browses[key] = browse
+                let initial = browse.hasResults
+                    ? browse.orderedRecords.compactMap { subscriber.change(for: $0, adding: true) } : []
+                return (initial, nil)
+            }
+            guard !state.shutDown else { return ([], nil) }
+            // A new browse, paced by the link's token bucket like a unicast miss (§9.3);
+            // a subscriber can wait, so it is never refused for the rate.
+            var bucket =
+                state.buckets[key.interface]
+                ?? TokenBucket(rate: configuration.mdnsQueriesPerSecond, burst: configuration.mdnsQueryBurst, now: now)
+            let delay = bucket.reserve(now: now)
+            state.buckets[key.interface] = bucket
+            let generation = state.nextGeneration
+            state.nextGeneration += 1
+            state.released[key] = nil
+            state.browses[key] = Browse(generation: generation, startedAt: now + delay, lastUsed: now)
+            state.stats.activeBrowses = state.browses.count
+            return ([], (generation, delay))
+        }
+        if let start { begin(key, start) }
+        return initial
     }
 
     /// Leaves the browse; once nobody subscribes it is released by the idle sweep.

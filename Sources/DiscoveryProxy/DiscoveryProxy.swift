@@ -135,10 +135,13 @@ public final class DiscoveryProxy: Sendable {
             query = try Message(wire: bytes)
         } catch {
             logger.debug("malformed query", metadata: ["dns.id": "\(header.id)", "dns.error": "\(error)"])
+            // A DSO message (TLVs after the header) here came over UDP or a listener without
+            // sessions: NOTIMP (RFC 8490 §5.1), not FORMERR.
+            let isDSO = header.opcode == .dso
             let reply = Message(
                 id: header.id, isResponse: true, opcode: header.opcode,
-                recursionDesired: header.recursionDesired, rcode: .formErr)
-            count(\.formErr)
+                recursionDesired: header.recursionDesired, rcode: isDSO ? .notImp : .formErr)
+            count(isDSO ? \.notImp : \.formErr)
             finish(reply, context, cache: "error")
             return
         }

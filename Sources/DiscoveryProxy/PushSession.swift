@@ -36,7 +36,7 @@ public final class PushSession: PushSink, Sendable {
 
     private struct Subscription {
         var request: PushSubscribe
-        var key: BrowseKey?
+        var keys: [BrowseKey] = []
         /// False while the proxy is being asked; changes wait in `queued` until the response went.
         var ready = false
         var queued: [PushChange] = []
@@ -192,7 +192,7 @@ public final class PushSession: PushSink, Sendable {
             // RFC 8765 §6.4: an unknown ID is silently ignored.
             guard let removed else { return }
             service.subscriptionsChanged(by: -1)
-            if let key = removed.key { service.proxy.unsubscribe(from: key, session: id, id: request.subscriptionID) }
+            for key in removed.keys { service.proxy.unsubscribe(from: key, session: id, id: request.subscriptionID) }
         case DSOTLV.reconfirmType:
             guard let request = try? PushReconfirm(tlv: primary), request.type != .any, request.rrClass != .any else {
                 return fail("malformed RECONFIRM")
@@ -238,10 +238,10 @@ public final class PushSession: PushSink, Sendable {
             let rcode: RCode = if case .notAuthoritative = outcome { .notAuth } else { .refused }
             state.withLock { _ = $0.subscriptions.removeValue(forKey: message.id) }
             respond(to: message.id, rcode: rcode, extra: [Self.retryDelay(for: rcode)], padded: padded)
-        case .subscribed(let initial, let key):
+        case .subscribed(let initial, let keys):
             let closed = state.withLock { state -> Bool in
                 guard state.phase != .closed, var subscription = state.subscriptions[message.id] else { return true }
-                subscription.key = key
+                subscription.keys = keys
                 subscription.ready = true
                 let changes = initial + subscription.queued
                 subscription.queued = []
@@ -253,7 +253,7 @@ public final class PushSession: PushSink, Sendable {
                 return false
             }
             if closed {
-                if let key { service.proxy.unsubscribe(from: key, session: id, id: message.id) }
+                for key in keys { service.proxy.unsubscribe(from: key, session: id, id: message.id) }
             } else {
                 service.subscriptionsChanged(by: 1)
             }
@@ -398,7 +398,7 @@ public final class PushSession: PushSink, Sendable {
         if close { transport.close(abort: abort) }
         let live = ended.filter { $0.value.ready }
         for (subscriptionID, subscription) in live {
-            if let key = subscription.key { service.proxy.unsubscribe(from: key, session: id, id: subscriptionID) }
+            for key in subscription.keys { service.proxy.unsubscribe(from: key, session: id, id: subscriptionID) }
         }
         service.subscriptionsChanged(by: -live.count)
         service.sessionEnded(self, reason: reason)

@@ -92,10 +92,10 @@ struct SubscriptionTable: Sendable {
     }
 
     /// The browse lost everything (avahi-daemon went away or restarted): one RRset removal
-    /// per subscriber (§6.3.1, TTL 0xFFFFFFFE; TYPE ANY removes every type at the name).
+    /// of the browse's type per subscriber (§6.3.1, TTL 0xFFFFFFFE).
     func changes(clearing key: BrowseKey) -> [PushDelivery] {
         subscribers(of: key).map {
-            PushDelivery(sink: $0.sink, subscription: $0.id, changes: [.removeSet($0.owner, $0.type)])
+            PushDelivery(sink: $0.sink, subscription: $0.id, changes: [.removeSet($0.owner, key.type)])
         }
     }
 }
