@@ -295,3 +295,15 @@ def test_push_service_advertised(push):
     assert srv and srv[0].port == TLS_PORT and str(srv[0].target) == L.SERVER_NAME
     r, _ = query(L.SERVER_NAME, T.A, port=DNS_PORT, check=False)
     assert [rd.address for rrset in r.answer for rd in rrset] == [L.PROXY_ADDR]
+
+
+def test_push_metrics_exported(push):
+    """Sessions, subscriptions, pushes and bytes sent, sessions ended by reason."""
+    import urllib.request
+    with L.netns(L.NS_R):
+        text = urllib.request.urlopen("http://%s:%d/metrics" % (L.PROXY_ADDR, DNS_PORT + 3000), timeout=5).read().decode()
+    for metric in ("dns_push_sessions", "dns_push_subscriptions", "dns_push_messages_sent_total",
+                   "dns_push_bytes_sent_total", 'dns_push_sessions_ended_total{reason="protocol_error"}'):
+        assert metric in text, metric
+    ended = [line for line in text.splitlines() if line.startswith('dns_push_sessions_ended_total{reason="inactivity"}')]
+    assert ended and float(ended[0].split()[-1]) >= 1
