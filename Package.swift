@@ -84,7 +84,14 @@ let package = Package(
         // Unicast DNS-SD client (browse, resolve, enumerate) behind the dnssd-browse CLI.
         .target(
             name: "DNSSDClient",
-            dependencies: ["DNSWire"],
+            dependencies: [
+                "DNSWire",
+                // DNS Push subscriptions for `--watch` (TLS).
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -307,3 +307,37 @@ def test_push_metrics_exported(push):
         assert metric in text, metric
     ended = [line for line in text.splitlines() if line.startswith('dns_push_sessions_ended_total{reason="inactivity"}')]
     assert ended and float(ended[0].split()[-1]) >= 1
+
+
+def _watch(args, duration):
+    import subprocess
+    from test_cli_browse import cli_bin
+    cmd = ["ip", "netns", "exec", L.NS_R, cli_bin()] + list(args) + ["--watch", "--duration", str(duration)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_cli_watch_uses_push(lab, push):
+    """dnssd-browse --watch subscribes with DNS Push where the zone advertises it: a service
+    published and withdrawn during the watch prints '+' then '-' without polling (TTL 10 s
+    polls could not show both within 6 s)."""
+    stype = "_cliw%s" % unique("")[-4:]
+    p = _watch(["--server", "%s:%d" % (L.PROXY_ADDR, DNS_PORT), "--push-ca", push["cert"],
+                stype + "._tcp", L.ZONE1], 9)
+    time.sleep(1.5)
+    paths = lab.add_far_services("avahi-l1", [("CLI Watch", stype + "._tcp", 7002, [], [])], prefix="cliw")
+    time.sleep(2.5)
+    lab.remove_far_services(paths)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert "warning" not in err, err
+    lines = [l for l in out.splitlines() if "CLI Watch" in l]
+    assert len(lines) == 2 and lines[0].startswith("+") and lines[1].startswith("-"), out
+
+
+def test_cli_watch_falls_back_when_tls_fails(push):
+    """An untrusted certificate: one warning line, then polling (still exit 0)."""
+    p = _watch(["--server", "%s:%d" % (L.PROXY_ADDR, DNS_PORT), "_ipp._tcp", L.ZONE1], 3)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert len([l for l in err.splitlines() if "warning" in l and "polling instead" in l]) == 1, err
+    assert "Printer One" in out
