@@ -10,6 +10,9 @@ public protocol DNSStreamSession: Sendable {
     func noteQuery(_ message: [UInt8])
     /// The connection is gone; called once.
     func connectionClosed()
+    /// The server is shutting down: say goodbye (RFC 8490 §7.2 Retry Delay) and close the
+    /// connection through `DNSStreamConnection.close`.
+    func serverShuttingDown()
 }
 
 /// A responder that also holds DSO sessions. Without it, DSO messages go to `handle` like any

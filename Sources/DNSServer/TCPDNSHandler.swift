@@ -203,6 +203,12 @@ final class TCPDNSHandler: ChannelDuplexHandler {
             self.logger.debug("TCP client closed its side")
             self.startDraining(context: context, reason: .client)
         } else if event is ChannelShouldQuiesceEvent {
+            if let session = self.session {
+                // The session sends its Retry Delay and closes; queued writes stay in order.
+                self.closeReason = .shutdown
+                session.serverShuttingDown()
+                return
+            }
             self.startDraining(context: context, reason: .shutdown)
         } else {
             context.fireUserInboundEventTriggered(event)
@@ -379,7 +385,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
             _ = (context.channel as? any SocketOptionProvider)?.setSoLinger(linger(l_onoff: 1, l_linger: 0))
             self.lastWrite = nil
         }
-        self.close(context: context, reason: abort ? .error : .client)
+        self.close(context: context, reason: abort ? .error : (self.closeReason ?? .client))
     }
 
     // MARK: idle timer

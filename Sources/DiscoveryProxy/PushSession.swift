@@ -20,7 +20,9 @@ public protocol PushTransport: Sendable {
 /// call avahi); the transport only queues, so sending under the mutex keeps the order.
 public final class PushSession: PushSink, Sendable {
     let id: Int
-    private unowned let service: PushService
+    /// Strong: a session's timers may outlive the service's last other reference; the
+    /// service drops its sessions when they end.
+    private let service: PushService
     private let transport: any PushTransport
     private let logger: Logger
     private let state: Mutex<State>
@@ -111,7 +113,7 @@ public final class PushSession: PushSink, Sendable {
 
     /// Server shutdown: an established session is told to go away with a unidirectional Retry
     /// Delay (§7.2, RCODE NOERROR), then closed.
-    func shutdown() {
+    public func shutdown() {
         let established = state.withLock { state -> Bool in
             guard state.phase == .established else { return false }
             let message = DSOMessage(

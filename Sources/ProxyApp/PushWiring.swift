@@ -29,4 +29,5 @@ private struct StreamSession: DNSStreamSession {
     func receive(_ message: [UInt8]) { session.receive(message) }
     func noteQuery(_ message: [UInt8]) { session.noteQuery(message) }
     func connectionClosed() { session.connectionClosed() }
+    func serverShuttingDown() { session.shutdown() }
 }

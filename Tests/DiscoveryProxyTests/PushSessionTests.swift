@@ -161,6 +161,22 @@ struct PushSessionTests {
         #expect(t.pushes.last == .remove(try DNSName("_ipp._tcp.lab1.example."), .ptr, rdata: ghost))
     }
 
+    @Test("shutdown: established sessions get a unidirectional Retry Delay, then a close")
+    func shutdown() {
+        let h = Harness()
+        let service = PushService(proxy: h.proxy, logger: Logger(label: "test"))
+        let (s, t) = open(h, service)
+        subscribe(s, id: 1, "_ipp._tcp.lab1.example.", .ptr)
+        service.shutdown()
+        #expect(t.messages.last?.isUnidirectional == true)
+        #expect(t.messages.last?.primary?.type == DSOTLV.retryDelayType)
+        #expect(t.closed == false)
+        #expect(service.sessionCount == 0 && service.subscriptionCount == 0)
+        let (late, tl) = open(h, service)
+        late.receive(DSOMessage(id: 2, tlvs: [.keepalive(inactivityMilliseconds: 0, keepaliveMilliseconds: 0)]).encode())
+        #expect(tl.messages.last?.rcode == .refused, "no new sessions after shutdown")
+    }
+
     @Test("over the session limit: REFUSED with a Retry Delay, then closed")
     func sessionLimit() {
         let h = Harness()

@@ -341,3 +341,27 @@ def test_cli_watch_falls_back_when_tls_fails(push):
     assert p.returncode == 0, err
     assert len([l for l in err.splitlines() if "warning" in l and "polling instead" in l]) == 1, err
     assert "Printer One" in out
+
+
+def test_shutdown_sends_retry_delay(lab, push):
+    """RFC 8490 §7.2: on SIGTERM an established session gets a unidirectional Retry Delay
+    (RCODE NOERROR) before the connection closes."""
+    lab.start_proxy(["--push-listen", "%s:%d" % (L.PROXY_ADDR, TLS_PORT + 1), "--state-dir", push["state"]],
+                    name="push-stop", port=DNS_PORT + 1, v6=False)
+    try:
+        c = Client(TLS_PORT + 1, cafile=push["cert"])
+        try:
+            assert subscribe(c, 1, IPP1, T.PTR).rcode == dso.NOERROR
+            lab.procs["push-stop"].send_signal(15)
+            deadline = time.monotonic() + 10
+            got = None
+            while got is None and time.monotonic() < deadline:
+                r = c.recv(max(0.1, deadline - time.monotonic()))
+                if r.id == 0 and not r.qr and r.tlvs and r.tlvs[0][0] == dso.RETRY_DELAY:
+                    got = r
+            assert got is not None and got.rcode == dso.NOERROR
+            assert c.closed_within(5) is not None
+        finally:
+            c.close()
+    finally:
+        lab.stop_proc("push-stop")
