@@ -138,13 +138,24 @@ async def load_main(args, cert):
     times = await loop.run_in_executor(None, udp_probe, args.queries)
     print("UDP cache hit while held: n=%d p50=%.2fms p99=%.2fms max=%.2fms" % (
         len(times), 1000 * percentile(times, 50), 1000 * percentile(times, 99), 1000 * max(times)))
+    print("proxy RSS with the sessions held: %s" % rss(args.pid))
     await asyncio.sleep(args.hold)
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def rss(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("VmRSS"))
+    except (OSError, StopIteration):
+        return "unknown"
+
+
 def load(lab, args):
     cert = start(lab, ["--push-max-sessions", str(args.sessions + 10)])
+    args.pid = lab.procs["bench"].pid  # `ip netns exec` execs the proxy in place
+    print("proxy RSS before: %s" % rss(args.pid))
     with L.netns(L.NS_R):
         baseline = udp_probe(args.queries)
         print("UDP cache hit, no sessions: n=%d p50=%.2fms p99=%.2fms max=%.2fms" % (
