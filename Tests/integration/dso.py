@@ -55,8 +55,8 @@ class Reply:
         self.opcode = (flags >> 11) & 0xF
         self.rcode = flags & 0xF
         self.tlvs = []
-        i = 12
-        while i < len(wire):
+        i = 12 if self.opcode == 6 else len(wire)  # only DSO messages carry TLVs
+        while i + 4 <= len(wire):
             t, n = struct.unpack(">HH", wire[i:i + 4])
             self.tlvs.append((t, wire[i + 4:i + 4 + n]))
             i += 4 + n

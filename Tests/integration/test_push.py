@@ -365,3 +365,19 @@ def test_shutdown_sends_retry_delay(lab, push):
             c.close()
     finally:
         lab.stop_proc("push-stop")
+
+
+def test_edns_tcp_keepalive_inside_session_is_fatal(push):
+    """RFC 8490 §7.1.2: once a DSO session exists, an EDNS(0) TCP keepalive option in a query
+    on it is a fatal error; ordinary queries on it are answered."""
+    import dns.edns
+    from helpers import make_query
+    c = Client(DNS_PORT, tls=False)
+    try:
+        c.establish()
+        c.send(make_query(name("_ipp", "_tcp"), T.PTR).to_wire())
+        assert dns.message.from_wire(c.recv().wire).rcode() == dns.rcode.NOERROR
+        c.send(make_query(name("_ipp", "_tcp"), T.PTR, options=[dns.edns.GenericOption(11, b"")]).to_wire())
+        assert c.closed_within(5) is not None
+    finally:
+        c.close()
