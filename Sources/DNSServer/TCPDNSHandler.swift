@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import Logging
 import NIOCore
 import NIOExtras
@@ -65,6 +70,8 @@ final class TCPDNSHandler: ChannelDuplexHandler {
     private var idleGeneration: UInt64 = 0
 
     private var loopBound: NIOLoopBound<(TCPDNSHandler, ChannelHandlerContext)>?
+    /// The connection's DSO session (RFC 8490), from its first DSO message on.
+    private var session: (any DNSStreamSession)?
 
     init(
         responder: any DNSResponder,
@@ -153,6 +160,8 @@ final class TCPDNSHandler: ChannelDuplexHandler {
         self.cancelIdleTimer()
         self.waiting.removeAll()
         self.inFlight.removeAll()
+        self.session?.connectionClosed()
+        self.session = nil
         guard !wasInitial else { return }
         let reason = self.closeReason ?? .client
         if self.admitted {
@@ -179,8 +188,16 @@ final class TCPDNSHandler: ChannelDuplexHandler {
             return
         }
         self.counters.tcpQueriesReceived.add(1, ordering: .relaxed)
+        let message = Array(frame.readableBytesView)
+        if let session = self.streamSession(for: message, context: context) {
+            guard !isDSOMessage(message) else {
+                session.receive(message)
+                return
+            }
+            session.noteQuery(message)
+        }
         self.cancelIdleTimer()
-        self.waiting.append(Array(frame.readableBytesView))
+        self.waiting.append(message)
         self.dispatchWaiting(context: context)
     }
 
@@ -195,6 +212,12 @@ final class TCPDNSHandler: ChannelDuplexHandler {
             self.logger.debug("TCP client closed its side")
             self.startDraining(context: context, reason: .client)
         } else if event is ChannelShouldQuiesceEvent {
+            if let session = self.session {
+                // The session sends its Retry Delay and closes; queued writes stay in order.
+                self.closeReason = .shutdown
+                session.serverShuttingDown()
+                return
+            }
             self.startDraining(context: context, reason: .shutdown)
         } else {
             context.fireUserInboundEventTriggered(event)
@@ -367,10 +390,45 @@ final class TCPDNSHandler: ChannelDuplexHandler {
         }
     }
 
+    // MARK: DSO session
+
+    private func streamSession(for message: [UInt8], context: ChannelHandlerContext) -> (any DNSStreamSession)? {
+        if let session = self.session { return session }
+        guard isDSOMessage(message), let responder = self.responder as? any DNSSessionResponder,
+            let loopBound = self.loopBound
+        else { return nil }
+        self.cancelIdleTimer()
+        let session = responder.openSession(
+            client: self.client, connection: DNSStreamConnection(eventLoop: context.eventLoop, handler: loopBound))
+        self.session = session
+        return session
+    }
+
+    /// A message from the session (a response or a PUSH).
+    func sessionWrite(_ message: [UInt8], context: ChannelHandlerContext) {
+        guard self.isWritable, context.channel.isActive, message.count <= Int(UInt16.max) else { return }
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        context.write(Self.wrapOutboundOut(context.channel.allocator.buffer(bytes: message)), promise: promise)
+        self.lastWrite = promise.futureResult
+        self.needsFlush = true
+        if !self.inReadBurst { self.flushIfNeeded(context: context) }
+    }
+
+    func sessionClose(abort: Bool, context: ChannelHandlerContext) {
+        if abort {
+            // RST rather than FIN (RFC 8490 §5.3); only what is already flushed goes out.
+            self.flushIfNeeded(context: context)
+            _ = (context.channel as? any SocketOptionProvider)?.setSoLinger(linger(l_onoff: 1, l_linger: 0))
+            self.lastWrite = nil
+        }
+        self.close(context: context, reason: abort ? .error : (self.closeReason ?? .client))
+    }
+
     // MARK: idle timer
 
     private func armIdleTimer(context: ChannelHandlerContext) {
         self.cancelIdleTimer()
+        guard self.session == nil else { return }  // the DSO session's timers rule now
         self.idleGeneration &+= 1
         let generation = self.idleGeneration
         self.idleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: self.idleTimeout) {

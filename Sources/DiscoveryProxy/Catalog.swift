@@ -53,6 +53,7 @@ public struct Catalog: Sendable {
 
     public func plan(_ question: Question) -> QueryPlan {
         guard question.qclass == .in || question.qclass == .any else { return .refused }
+        if let answers = serverAddresses(question) { return .immediate(zone: configuration.serverName, answers: answers) }
         guard let (origin, link, isReverse) = zone(containing: question.name) else { return .refused }
         let relative = question.name.labels(before: origin) ?? []
         let records = ZoneRecords(origin: origin, configuration: configuration)
@@ -77,6 +78,7 @@ public struct Catalog: Sendable {
             return .immediate(zone: origin, answers: domainEnumeration(enumeration, question: question, link: link,
                 origin: origin, isReverse: isReverse, relative: relative))
         }
+        if Self.isPushService(relative) { return .immediate(zone: origin, answers: pushService(question)) }
         if Self.isMetadataName(relative) { return .immediate(zone: origin, answers: []) }
         // A service type this link does not share: empty, and never asked of mDNS.
         if !isReverse, !link.services.isOpen, let type = ServiceFilter.serviceType(of: relative),
@@ -107,8 +109,8 @@ public struct Catalog: Sendable {
         return ["b", "db", "lb", "r", "dr"].contains(first) ? first : nil
     }
 
-    /// `_dns-update*`, `_dns-push-tls`, `_dns-llq*` SRV names at the apex (§6.4): answered
-    /// negatively at once (no update, no LLQ, and no Push yet).
+    /// `_dns-update*`, `_dns-llq*` SRV names at the apex (§6.4), and `_dns-push-tls` when Push
+    /// is off: answered negatively at once (no update, no LLQ).
     private static func isMetadataName(_ relative: [[UInt8]]) -> Bool {
         guard relative.count == 2 else { return false }
         let service = String(decoding: relative[0], as: UTF8.self).lowercased()
@@ -119,6 +121,36 @@ public struct Catalog: Sendable {
             return true
         default:
             return false
+        }
+    }
+
+    private static func isPushService(_ relative: [[UInt8]]) -> Bool {
+        relative.count == 2 && DNSName.labelsEqual(relative[0], Array("_dns-push-tls".utf8))
+            && DNSName.labelsEqual(relative[1], Array("_tcp".utf8))
+    }
+
+    /// RFC 8766 §6.4 / RFC 8765 §6.1: the SRV names the proxy's own host and the TLS port.
+    private func pushService(_ question: Question) -> [ResourceRecord] {
+        guard let push = configuration.push, question.type == .srv || question.type == .any else { return [] }
+        return [
+            ResourceRecord(
+                name: question.name, type: .srv, ttl: configuration.ttlCap,
+                rdata: .srv(priority: 0, weight: 0, port: push.port, target: configuration.serverName))
+        ]
+    }
+
+    /// A/AAAA of the proxy's own name while Push is advertised, so the SRV target resolves
+    /// here even without a parent zone entry. Nil for every other question.
+    private func serverAddresses(_ question: Question) -> [ResourceRecord]? {
+        guard let push = configuration.push, question.name == configuration.serverName else { return nil }
+        let wanted: [RRType] = question.type == .any ? [.a, .aaaa] : [question.type]
+        guard wanted.allSatisfy({ $0 == .a || $0 == .aaaa }) else { return nil }
+        return push.addresses.compactMap { address in
+            let type: RRType = address.count == 4 ? .a : .aaaa
+            guard wanted.contains(type) else { return nil }
+            return ResourceRecord(
+                name: question.name, type: type, ttl: configuration.ttlCap,
+                rdata: address.count == 4 ? .a(address) : .aaaa(address))
         }
     }
 

@@ -85,10 +85,25 @@ public struct ProxyConfiguration: Sendable {
     public var optimisticMaxStaleness: Duration = .seconds(600)
     /// Clients allowed to query; others get REFUSED (RFC 8766 §9.2, RFC 7766 §10). Nil: all.
     public var allowedClients: [IPPrefix]?
+    /// DNS Push is served (RFC 8766 §6.4): `_dns-push-tls._tcp.<zone>` SRV answers name
+    /// `serverName` and this port, and `serverName` A/AAAA are these addresses. Nil: no Push.
+    public var push: PushAdvertisement?
 
     public init(links: [Link], serverName: DNSName, hostmaster: DNSName? = nil) {
         self.links = links
         self.serverName = serverName
         self.hostmaster = hostmaster
+    }
+}
+
+/// Where clients find the DNS Push (TLS) service.
+public struct PushAdvertisement: Hashable, Sendable {
+    public var port: UInt16
+    /// 4- or 16-octet addresses of `serverName`.
+    public var addresses: [[UInt8]]
+
+    public init(port: UInt16, addresses: [[UInt8]]) {
+        self.port = port
+        self.addresses = addresses
     }
 }

@@ -16,11 +16,11 @@ import Synchronization
 /// its own lock around callbacks, so that would deadlock), and replies are encoded and sent
 /// outside the mutex.
 public final class DiscoveryProxy: Sendable {
-    private let backend: any MDNSBackend
-    private let scheduler: any ProxyScheduler
-    private let logger: Logger
+    let backend: any MDNSBackend
+    let scheduler: any ProxyScheduler
+    let logger: Logger
     let metrics = ProxyMetrics()
-    private let state: Mutex<State>
+    let state: Mutex<State>
     /// Moves on with every change that can alter an answer; see `ReplayTicket`.
     private let epoch = Atomic<UInt64>(0)
     var currentEpoch: UInt64 { epoch.load(ordering: .acquiring) }
@@ -28,9 +28,9 @@ public final class DiscoveryProxy: Sendable {
     private let current: Mutex<Catalog>
 
     public var catalog: Catalog { current.withLock { $0 } }
-    private var configuration: ProxyConfiguration { catalog.configuration }
+    var configuration: ProxyConfiguration { catalog.configuration }
 
-    private struct State: ~Copyable {
+    struct State: ~Copyable {
         var browses: [BrowseKey: Browse] = [:]
         /// What released browses last knew, for optimistic answers (bounded in age and count).
         var released: [BrowseKey: ReleasedBrowse] = [:]
@@ -40,6 +40,8 @@ public final class DiscoveryProxy: Sendable {
         var stats = ProxyStats()
         var sweepTimer: (any ProxyTimer)?
         var shutDown = false
+        /// DNS Push subscribers per browse (RFC 8765); a browse with subscribers is kept.
+        var subscriptions = SubscriptionTable()
     }
 
     public init(
@@ -148,10 +150,13 @@ public final class DiscoveryProxy: Sendable {
             query = try Message(wire: bytes)
         } catch {
             logger.debug("malformed query", metadata: ["dns.id": "\(header.id)", "dns.error": "\(error)"])
+            // A DSO message (TLVs after the header) here came over UDP or a listener without
+            // sessions: NOTIMP (RFC 8490 §5.1), not FORMERR.
+            let isDSO = header.opcode == .dso
             let reply = Message(
                 id: header.id, isResponse: true, opcode: header.opcode,
-                recursionDesired: header.recursionDesired, rcode: .formErr)
-            count(\.formErr)
+                recursionDesired: header.recursionDesired, rcode: isDSO ? .notImp : .formErr)
+            count(isDSO ? \.notImp : \.formErr)
             finish(reply, context, cache: "error")
             return
         }
@@ -314,7 +319,7 @@ public final class DiscoveryProxy: Sendable {
     static let optimisticTTL: UInt32 = 2
 
     /// Starts a browse now, or after its rate-limit delay.
-    private func begin(_ key: BrowseKey, _ start: (generation: Int, delay: Duration)) {
+    func begin(_ key: BrowseKey, _ start: (generation: Int, delay: Duration)) {
         if start.delay == .zero {
             startBrowse(key, generation: start.generation)
         } else {
@@ -362,6 +367,7 @@ public final class DiscoveryProxy: Sendable {
         let now = scheduler.now()
         enum Follow { case none, flushNow, armWindow }
         var firstResultAfter: Duration?
+        var pushes: [PushDelivery] = []
         let follow: Follow = state.withLock { state in
             guard var browse = state.browses[key], browse.generation == generation else { return .none }
             defer { state.browses[key] = browse }
@@ -371,6 +377,7 @@ public final class DiscoveryProxy: Sendable {
                 browse.records[record] = cache(record, on: key, order: browse.nextOrder, now: now)
                 invalidateReplays()
                 browse.nextOrder += 1
+                pushes = state.subscriptions.changes(for: key, adding: browse.records[record]!)
                 if !browse.hasResults, browse.firstResultAt == nil {
                     browse.firstResultAt = now
                     firstResultAfter = now - browse.startedAt
@@ -380,7 +387,10 @@ public final class DiscoveryProxy: Sendable {
                 browse.flushArmed = true
                 return configuration.collectionWindow == .zero ? .flushNow : .armWindow
             case .removed(let record):
-                if browse.records.removeValue(forKey: record) != nil { invalidateReplays() }
+                if let gone = browse.records.removeValue(forKey: record) {
+                    pushes = state.subscriptions.changes(for: key, removing: gone)
+                    invalidateReplays()
+                }
                 return .none
             case .allForNow:
                 // The daemon's cache is drained; if it had answers, nothing is gained by waiting.
@@ -388,6 +398,7 @@ public final class DiscoveryProxy: Sendable {
             case .failed, .restarted:
                 // The daemon went away or came back: what we had may be stale. Start over, as
                 // a new query would (waiters keep their own deadlines).
+                if !browse.records.isEmpty { pushes = state.subscriptions.changes(clearing: key) }
                 browse.records.removeAll()
                 browse.hasResults = false
                 browse.startedAt = now
@@ -396,6 +407,7 @@ public final class DiscoveryProxy: Sendable {
             }
         }
         if let firstResultAfter { metrics.firstResult(after: firstResultAfter) }
+        deliver(pushes)
         if case .failed(let why) = event {
             logger.debug("mDNS query failed", metadata: ["mdns.question": "\(key)", "mdns.error": "\(why)"])
         }
@@ -463,7 +475,7 @@ public final class DiscoveryProxy: Sendable {
 
     /// Translates an mDNS record once, on arrival: RDATA decoded, `.local` names rewritten
     /// into the link zone, unusable addresses suppressed (RFC 8766 §5.5).
-    private func cache(_ record: MDNSRecord, on key: BrowseKey, order: Int, now: Duration) -> CachedRecord {
+    func cache(_ record: MDNSRecord, on key: BrowseKey, order: Int, now: Duration) -> CachedRecord {
         let zone = catalog.configuration.links.first { $0.interface == key.interface }?.zone ?? Catalog.local
         var rdata: RData? = nil
         var localTarget: DNSName? = nil
@@ -652,6 +664,7 @@ public final class DiscoveryProxy: Sendable {
         let released = state.withLock { state -> [(BrowseKey, (any MDNSQueryHandle)?)] in
             let idle = state.browses.filter {
                 $0.value.waiters.isEmpty && now - $0.value.lastUsed >= configuration.browseIdleTimeout
+                    && !state.subscriptions.isSubscribed($0.key)
             }
             for key in idle.keys { state.browses[key] = nil }
             state.stats.activeBrowses = state.browses.count

@@ -531,6 +531,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                 rdata: bytes
             )
             if event == AVAHI_BROWSER_NEW {
+                query.reconfirming?.remove(record)
                 let count = query.records[record, default: 0] + 1
                 query.records[record] = count
                 if count == 1 { self.emit(.added(record), to: query) }
@@ -544,6 +545,10 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                 }
             }
         case AVAHI_BROWSER_ALL_FOR_NOW:
+            if let gone = query.reconfirming {
+                query.reconfirming = nil
+                for record in gone where query.records[record] == nil { self.emit(.removed(record), to: query) }
+            }
             self.emit(.allForNow, to: query)
         case AVAHI_BROWSER_FAILURE:
             let error = avahi_client_errno(avahi_record_browser_get_client(browser))
@@ -571,6 +576,43 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
             ]
         )
         query.handler(event)
+    }
+
+    // MARK: Reconfirm
+
+    /// avahi-client has no reconfirm call (avahi-core's cache reconfirmation is not exposed
+    /// over D-Bus), so this re-queries instead: the question's record browsers are restarted,
+    /// which makes the daemon send a fresh query and deliver its cache again. Records known
+    /// before the restart that are not delivered again by "all for now" are reported removed;
+    /// records the daemon still caches stay until their mDNS TTL runs out.
+    public func reconfirm(_ question: MDNSQuestion, record: MDNSRecord) {
+        let restarted = self.withPollLock { () -> Int in
+            guard !self.isShutDown else { return 0 }
+            var count = 0
+            for slot in self.slots {
+                guard let client = slot.client else { continue }
+                for query in slot.queries.values where query.question == question && !query.cancelled {
+                    guard let browser = query.browser else { continue }
+                    query.browser = nil
+                    avahi_record_browser_free(browser)
+                    query.reconfirming = Set(query.records.keys)
+                    query.records = [:]
+                    if self.createBrowser(query, client: client) != AVAHI_OK {
+                        // As for a browser failure: report it, and the slot re-attaches it.
+                        query.reconfirming = nil
+                        query.failedSinceStart = true
+                        self.emit(.failed("cannot restart the record browser"), to: query)
+                        slot.attachAt = .now + .seconds(1)
+                        self.reschedule(slot)
+                    }
+                    count += 1
+                }
+            }
+            return count
+        }
+        self.logger.debug(
+            "mDNS reconfirm: record browsers restarted",
+            metadata: ["mdns.question": "\(question)", "mdns.restarted": "\(restarted)"])
     }
 
     // MARK: Cancel
@@ -671,6 +713,9 @@ private final class Query: @unchecked Sendable {
     var failedSinceStart = false
     /// How many times each record is currently present (IPv4 and IPv6 each add one).
     var records: [MDNSRecord: Int] = [:]
+    /// After a reconfirm restart: the records known before it that the new browser has not
+    /// delivered yet. Those still missing at "all for now" are gone.
+    var reconfirming: Set<MDNSRecord>?
 
     init(
         id: UInt64,

@@ -70,6 +70,16 @@ public protocol MDNSBackend: AnyObject, Sendable {
 
     /// Current connection state, for health reporting and logs.
     var state: MDNSBackendState { get }
+
+    /// Asks mDNS to verify `record`, which a client suspects is stale (RFC 6762 §10.4, DNS
+    /// Push RECONFIRM, RFC 8765 §6.5). A record found gone is reported as `.removed` to the
+    /// live queries for `question`. Called without any lock held by the caller.
+    func reconfirm(_ question: MDNSQuestion, record: MDNSRecord)
+}
+
+extension MDNSBackend {
+    /// Backends that cannot verify a record do nothing; the record goes away at its TTL.
+    public func reconfirm(_ question: MDNSQuestion, record: MDNSRecord) {}
 }
 
 public enum MDNSBackendState: String, Sendable {

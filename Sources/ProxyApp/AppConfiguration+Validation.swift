@@ -73,6 +73,7 @@ extension AppConfiguration {
             "must be at least avahi.objects-per-client")
         let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
         check(levels.contains(logLevel), "log-level", logLevel, "must be one of \(levels.joined(separator: ", "))")
+        errors += push.validate()
         return errors
     }
 
@@ -111,6 +112,7 @@ extension AppConfiguration {
         config.optimisticAnswers = optimisticAnswers
         config.optimisticMaxStaleness = .milliseconds(Int(optimisticMaxStalenessSeconds * 1000))
         config.allowedClients = effectiveAllowedClients(interfaces: interfaces)
+        config.push = push.advertisement(interfaces: interfaces, links: links.map(\.interface))
         return config
     }
 
@@ -164,6 +166,7 @@ extension AppConfiguration {
         lines.append("avahi:")
         lines.append("  objects-per-client: \(avahiObjectsPerClient)")
         lines.append("  object-budget: \(avahiObjectBudget)")
+        lines += push.render()
         return lines.joined(separator: "\n")
     }
 }

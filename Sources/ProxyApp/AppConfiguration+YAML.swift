@@ -54,7 +54,7 @@ private struct YAMLReader {
         let known: Set<String> = [
             "links", "listen", "server-name", "hostmaster", "log-level", "negative-timeout", "collection-window-ms",
             "browse-idle-timeout", "suppress-link-local", "mdns-query-rate", "mdns-query-burst", "max-udp-payload",
-            "tcp", "avahi", "admin", "allow-clients", "optimistic-answers", "optimistic-max-staleness",
+            "tcp", "avahi", "admin", "allow-clients", "optimistic-answers", "optimistic-max-staleness", "push",
         ]
         unknownKeys(root, known: known, prefix: "")
         if let links = root["links"] {
@@ -102,11 +102,36 @@ private struct YAMLReader {
             integer(tcp, "max-in-flight-per-connection", key: "tcp.max-in-flight-per-connection",
                 into: &config.tcpMaxInFlightPerConnection)
         }
+        if let push = mapping(root, "push") { readPush(push, into: &config.push) }
         if let avahi = mapping(root, "avahi") {
             unknownKeys(avahi, known: ["objects-per-client", "object-budget"], prefix: "avahi.")
             integer(avahi, "objects-per-client", key: "avahi.objects-per-client", into: &config.avahiObjectsPerClient)
             integer(avahi, "object-budget", key: "avahi.object-budget", into: &config.avahiObjectBudget)
         }
+    }
+
+    private mutating func readPush(_ push: [String: Any], into settings: inout PushSettings) {
+        unknownKeys(push, known: ["listen", "tls-cert", "tls-key", "state-dir", "on-tcp", "addresses", "max-sessions",
+            "max-subscriptions-per-session", "inactivity-timeout", "keepalive-interval"], prefix: "push.")
+        if let listen = push["listen"], let addresses = list(listen, key: "push.listen", expected: "a list of ADDR:PORT",
+            element: "ADDR:PORT or ADDR (port 853)", PushSettings.listenAddress)
+        {
+            settings.listen = addresses
+        }
+        if let file = string(push, "tls-cert", key: "push.tls-cert") { settings.certificateFile = file }
+        if let file = string(push, "tls-key", key: "push.tls-key") { settings.privateKeyFile = file }
+        if let directory = string(push, "state-dir", key: "push.state-dir") { settings.stateDirectory = directory }
+        boolean(push, "on-tcp", into: &settings.onTCP)
+        if let addresses = push["addresses"], let parsed = list(addresses, key: "push.addresses",
+            expected: "a list of IP addresses", element: "an IP address", { text in IPPrefix.parseAddress(text).map { _ in text } })
+        {
+            settings.addresses = parsed
+        }
+        integer(push, "max-sessions", key: "push.max-sessions", into: &settings.maxSessions)
+        integer(push, "max-subscriptions-per-session", key: "push.max-subscriptions-per-session",
+            into: &settings.maxSubscriptionsPerSession)
+        number(push, "inactivity-timeout", key: "push.inactivity-timeout", into: &settings.inactivityTimeoutSeconds)
+        number(push, "keepalive-interval", key: "push.keepalive-interval", into: &settings.keepaliveIntervalSeconds)
     }
 
     private mutating func readLinks(_ value: Any) -> [AppConfiguration.LinkSpec] {

@@ -60,6 +60,9 @@ public struct AppConfiguration: Sendable, Equatable {
     /// Clients allowed to query; nil means loopback plus the subnets of this host's interfaces.
     public var allowClients: [IPPrefix]?
 
+    /// DNS Push over DSO (RFC 8765, RFC 8490).
+    public var push = PushSettings()
+
     public var avahiObjectsPerClient = 900
     public var avahiObjectBudget = 8192
 

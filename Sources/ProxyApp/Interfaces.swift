@@ -8,9 +8,12 @@ import DiscoveryProxy
 /// The host's network interfaces and their prefixes, read with getifaddrs(3).
 public struct InterfaceTable: Sendable {
     public var prefixes: [String: [IPPrefix]]
+    /// Each interface's own (host) addresses, for advertising this host's name.
+    public var addresses: [String: [[UInt8]]]
 
-    public init(prefixes: [String: [IPPrefix]]) {
+    public init(prefixes: [String: [IPPrefix]], addresses: [String: [[UInt8]]] = [:]) {
         self.prefixes = prefixes
+        self.addresses = addresses
     }
 
     public func exists(_ name: String) -> Bool { prefixes[name] != nil }
@@ -18,6 +21,7 @@ public struct InterfaceTable: Sendable {
     /// A snapshot of the system's interfaces (including those without addresses).
     public static func system() -> InterfaceTable {
         var table: [String: [IPPrefix]] = [:]
+        var hosts: [String: [[UInt8]]] = [:]
         var head: UnsafeMutablePointer<ifaddrs>?
         guard getifaddrs(&head) == 0, let first = head else { return InterfaceTable(prefixes: [:]) }
         defer { freeifaddrs(head) }
@@ -29,11 +33,12 @@ public struct InterfaceTable: Sendable {
             guard let address = entry.pointee.ifa_addr, let mask = entry.pointee.ifa_netmask else { continue }
             guard let bytes = addressBytes(address), let maskBytes = addressBytes(mask) else { continue }
             let length = maskBytes.reduce(0) { $0 + $1.nonzeroBitCount }
+            hosts[name, default: []].append(bytes)
             if let prefix = IPPrefix(address: bytes, length: length), !table[name]!.contains(prefix) {
                 table[name]!.append(prefix)
             }
         }
-        return InterfaceTable(prefixes: table)
+        return InterfaceTable(prefixes: table, addresses: hosts)
     }
 
     private static func addressBytes(_ address: UnsafeMutablePointer<sockaddr>) -> [UInt8]? {

@@ -1,5 +1,6 @@
 import AdminHTTP
 import DNSServer
+import DNSWire
 import DiscoveryProxy
 import Foundation
 import Logging
@@ -90,13 +91,20 @@ public struct ProxyApplication: Sendable {
         serverConfiguration.maxTCPConnections = configuration.tcpMaxConnections
         serverConfiguration.maxTCPConnectionsPerClient = configuration.tcpMaxConnectionsPerClient
         serverConfiguration.maxInFlightPerConnection = configuration.tcpMaxInFlightPerConnection
+        let push = PushService(proxy: proxy, configuration: configuration.push.pushConfiguration, logger: logger)
+        defer { push.shutdown() }
+        let sessions = SessionResponder(queries: ProxyResponder(proxy: proxy), push: push)
         let server = DNSServer(
-            configuration: serverConfiguration, responder: ProxyResponder(proxy: proxy), logger: logger)
+            configuration: serverConfiguration,
+            responder: configuration.push.onTCP ? sessions : ProxyResponder(proxy: proxy), logger: logger)
 
         let reloader = Reloader(load: reload, proxy: proxy, running: configuration, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: server), .init(service: ReloadOnHangup(reloader: reloader)),
         ]
+        if let tls = try makePushListener(responder: sessions, serverName: proxyConfiguration.serverName) {
+            services.append(.init(service: tls))
+        }
         if let admin = configuration.admin {
             let source = AdminSource(
                 proxy: proxy, server: server, backend: backend, reloader: reloader, startedAt: Date())
@@ -121,5 +129,28 @@ public struct ProxyApplication: Sendable {
             throw StartupError("\(error)")
         }
         logger.info("shut down", metadata: ["proxy.stats": "\(proxy.stats)"])
+    }
+
+    /// The TLS listener for DNS Push, when `push.listen` is set; logs the certificate's fingerprint.
+    private func makePushListener(responder: SessionResponder, serverName: DNSName) throws -> TLSDNSServer? {
+        let settings = configuration.push
+        guard !settings.listen.isEmpty else { return nil }
+        let identity = try TLSIdentity.load(settings: settings, serverName: serverName)
+        logger.info(
+            identity.generated ? "DNS Push: self-signed TLS certificate created" : "DNS Push: TLS certificate loaded",
+            metadata: ["tls.cert": "\(identity.certificateFile)", "tls.sha256": "\(identity.fingerprint)"])
+        do {
+            _ = try TLSDNSServer.makeContext(
+                certificateFile: identity.certificateFile, privateKeyFile: identity.privateKeyFile)
+        } catch {
+            throw StartupError("\(error)")
+        }
+        var tls = TLSDNSServer.Configuration(
+            listenAddresses: settings.listen, certificateFile: identity.certificateFile,
+            privateKeyFile: identity.privateKeyFile)
+        tls.idleTimeout = .milliseconds(Int(configuration.tcpIdleTimeoutSeconds * 1000))
+        tls.maxConnections = settings.maxSessions + 64
+        tls.maxConnectionsPerClient = settings.maxSessions + 64
+        return TLSDNSServer(configuration: tls, responder: responder, logger: logger)
     }
 }

@@ -50,6 +50,21 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Admin HTTP endpoint (metrics, health, status page), or off. Default 127.0.0.1:8053.", valueName: "ADDR:PORT"))
     var admin: String?
 
+    @Option(name: .long, help: ArgumentHelp("Serve DNS Push (RFC 8765) over TLS at this address (repeatable; port 853 when omitted).", valueName: "ADDR[:PORT]"))
+    var pushListen: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("PEM certificate chain for the DNS Push TLS listener (default: a self-signed one kept in --state-dir).", valueName: "FILE"))
+    var tlsCert: String?
+
+    @Option(name: .long, help: ArgumentHelp("PEM private key matching --tls-cert.", valueName: "FILE"))
+    var tlsKey: String?
+
+    @Option(name: .long, help: ArgumentHelp("Where state is kept, such as the self-signed certificate (default /var/lib/discovery-proxy).", valueName: "DIR"))
+    var stateDir: String?
+
+    @Option(name: .long, help: "Concurrent DNS Push sessions; more get a Retry Delay (default 1000).")
+    var pushMaxSessions: Int?
+
     @Flag(name: .long, help: "Validate the configuration, print the effective configuration and exit.")
     var checkConfig = false
 
@@ -135,6 +150,20 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
         if let collectionWindowMs { config.collectionWindowMilliseconds = collectionWindowMs }
         if let browseIdleTimeout { config.browseIdleTimeoutSeconds = browseIdleTimeout }
         if let suppressLinkLocal { config.suppressLinkLocal = suppressLinkLocal }
+        if !pushListen.isEmpty {
+            config.push.listen = []
+            for text in pushListen {
+                guard let address = PushSettings.listenAddress(text) else {
+                    errors.append(ConfigError(key: "--push-listen", value: text, reason: "expected ADDR or ADDR:PORT, e.g. 0.0.0.0:853 or [::]"))
+                    continue
+                }
+                config.push.listen.append(address)
+            }
+        }
+        if let tlsCert { config.push.certificateFile = tlsCert }
+        if let tlsKey { config.push.privateKeyFile = tlsKey }
+        if let stateDir { config.push.stateDirectory = stateDir }
+        if let pushMaxSessions { config.push.maxSessions = pushMaxSessions }
         if let admin {
             if admin.lowercased() == "off" {
                 config.admin = nil

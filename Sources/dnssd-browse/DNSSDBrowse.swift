@@ -29,7 +29,11 @@ struct DNSSDBrowse: ParsableCommand {
 
             --watch polls again every TTL seconds (at least 5) and prints '+' and '-' lines for \
             instances (types, domains) that appear and disappear, until --count polls or \
-            --duration seconds have passed (or forever).
+            --duration seconds have passed (or forever). A browse --watch subscribes with DNS \
+            Push (RFC 8765) instead when the zone answers _dns-push-tls._tcp.<domain> SRV, and \
+            prints changes as they happen; the certificate must be valid for the SRV target \
+            (system trust store, or --push-ca FILE; --push-insecure skips the check). If Push \
+            fails it prints one warning line and polls; --no-push always polls.
 
             Exit status:
               0  success (a browse that finds no instances prints "no instances" and exits 0)
@@ -62,6 +66,15 @@ struct DNSSDBrowse: ParsableCommand {
 
     @Flag(name: .long, help: "Poll again every TTL seconds (at least 5) and print +/- lines for changes.")
     var watch = false
+
+    @Flag(name: .long, help: "With --watch: always poll, even where the zone offers DNS Push.")
+    var noPush = false
+
+    @Option(name: .long, help: ArgumentHelp("With --watch: trust this PEM (a CA, or the proxy's own self-signed certificate) for DNS Push TLS.", valueName: "FILE"))
+    var pushCA: String?
+
+    @Flag(name: .long, help: "With --watch: do not verify the DNS Push server's certificate (labs only).")
+    var pushInsecure = false
 
     @Option(name: .long, help: ArgumentHelp("With --watch: stop after N polls.", valueName: "N"))
     var count: Int?
@@ -198,6 +211,7 @@ struct DNSSDBrowse: ParsableCommand {
             if self.watch {
                 Console.out(Output.browseTitle(type: type, domains: domains, server: serverText) + "\n", unless: self.json)
                 Console.out(Output.instanceHeader(watch: true) + "\n", unless: self.json)
+                if self.watchWithPush(client: client, type: type, domains: domains) { return }
                 try self.watchLoop { () throws(DNSSDError) in
                     let instances = try poll()
                     return (instances.map(Output.instanceRow), instances.map(\.ttl).min())

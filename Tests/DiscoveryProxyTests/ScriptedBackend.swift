@@ -40,6 +40,10 @@ final class ScriptedBackend: MDNSBackend {
         return handle
     }
 
+    private let reconfirmed = Mutex<[(MDNSQuestion, MDNSRecord)]>([])
+    func reconfirm(_ question: MDNSQuestion, record: MDNSRecord) { reconfirmed.withLock { $0.append((question, record)) } }
+    var reconfirms: [MDNSRecord] { reconfirmed.withLock { $0.map(\.1) } }
+
     /// Every query ever started, in order.
     var started: [MDNSQuestion] { handles.withLock { $0.map(\.question) } }
     var live: [MDNSQuestion] { handles.withLock { $0.filter { !$0.isCancelled }.map(\.question) } }

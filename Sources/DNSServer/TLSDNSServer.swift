@@ -1,0 +1,168 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import ServiceLifecycle
+import Synchronization
+
+/// DNS over TLS listeners (RFC 7858), for DNS Push sessions (RFC 8765 §5: Push runs on TLS).
+/// Each connection gets TLS, then the same length-framed pipeline as plain TCP, so DSO
+/// messages reach the responder's sessions. TLS record boundaries do not matter: the frame
+/// decoder works on the decrypted byte stream (a length prefix and its message in one record,
+/// several messages in one record, or a message split across records).
+public final class TLSDNSServer: Service, Sendable {
+    public struct Configuration: Sendable {
+        public var listenAddresses: [DNSServerConfiguration.ListenAddress]
+        /// PEM files: the certificate chain (leaf first) and its private key.
+        public var certificateFile: String
+        public var privateKeyFile: String
+        /// Before its first DSO message a connection is an RFC 7766 connection with this idle timeout.
+        public var idleTimeout: Duration = .seconds(10)
+        public var maxConnections = 1100
+        public var maxConnectionsPerClient = 1100
+
+        public init(listenAddresses: [DNSServerConfiguration.ListenAddress], certificateFile: String, privateKeyFile: String) {
+            self.listenAddresses = listenAddresses
+            self.certificateFile = certificateFile
+            self.privateKeyFile = privateKeyFile
+        }
+    }
+
+    public let configuration: Configuration
+    private let responder: any DNSResponder
+    private let eventLoopGroup: any EventLoopGroup
+    private let logger: Logger
+    private let onBound: (@Sendable ([SocketAddress]) -> Void)?
+    private let counters = DNSServerCounters()
+    private let registry: TCPConnectionRegistry
+    private let stopSignal = Mutex<AsyncStream<Never>.Continuation?>(nil)
+
+    public init(
+        configuration: Configuration, responder: any DNSResponder,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "dns.tls"), onBound: (@Sendable ([SocketAddress]) -> Void)? = nil
+    ) {
+        self.configuration = configuration
+        self.responder = responder
+        self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
+        self.onBound = onBound
+        self.registry = TCPConnectionRegistry(
+            maxTotal: configuration.maxConnections, maxPerClient: configuration.maxConnectionsPerClient)
+    }
+
+    public func stats() -> DNSServerStats { counters.snapshot() }
+
+    /// Loads the certificate and key; a one-line error naming the file otherwise.
+    public static func makeContext(certificateFile: String, privateKeyFile: String) throws -> NIOSSLContext {
+        let chain: [NIOSSLCertificate]
+        do {
+            chain = try NIOSSLCertificate.fromPEMFile(certificateFile)
+        } catch {
+            throw TLSSetupError("cannot read the TLS certificate \(certificateFile): \(error)")
+        }
+        guard !chain.isEmpty else {
+            throw TLSSetupError("no certificate in \(certificateFile)")
+        }
+        let key: NIOSSLPrivateKey
+        do {
+            key = try NIOSSLPrivateKey(file: privateKeyFile, format: .pem)
+        } catch {
+            throw TLSSetupError("cannot read the TLS private key \(privateKeyFile): \(error)")
+        }
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+        tls.minimumTLSVersion = .tlsv12
+        tls.applicationProtocols = ["dot"]  // RFC 7858 §3.2 ALPN
+        do {
+            return try NIOSSLContext(configuration: tls)
+        } catch {
+            throw TLSSetupError("TLS certificate \(certificateFile) and key \(privateKeyFile) cannot be used: \(error)")
+        }
+    }
+
+    public func run() async throws {
+        let context = try Self.makeContext(
+            certificateFile: configuration.certificateFile, privateKeyFile: configuration.privateKeyFile)
+        var channels: [any Channel] = []
+        do {
+            for listen in configuration.listenAddresses { channels.append(try await bind(listen, context: context)) }
+        } catch {
+            for channel in channels { try? await channel.close() }
+            throw error
+        }
+        let addresses = channels.compactMap(\.localAddress)
+        for address in addresses { logger.info("DNS Push (TLS) listening", metadata: ["dns.listen": "\(address)"]) }
+        onBound?(addresses)
+
+        let (stop, continuation) = AsyncStream<Never>.makeStream()
+        stopSignal.withLock { $0 = continuation }
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                for await _ in stop {}
+            } onGracefulShutdown: {
+                continuation.finish()
+            }
+        } onCancel: {
+            continuation.finish()
+        }
+        for channel in channels { try? await channel.close() }
+        registry.quiesceAll()
+        let deadline = ContinuousClock.now + .seconds(1)
+        while registry.count > 0, ContinuousClock.now < deadline, !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        await registry.closeAll()
+    }
+
+    private func bind(_ listen: DNSServerConfiguration.ListenAddress, context: NIOSSLContext) async throws -> any Channel {
+        let address: SocketAddress
+        do {
+            address = try SocketAddress(ipAddress: listen.host, port: listen.port)
+        } catch {
+            throw DNSServerError(code: .invalidListenAddress, address: "\(listen)", reason: "not a numeric IP address")
+        }
+        let serverConfiguration = {
+            var tcp = DNSServerConfiguration(listenAddresses: [])
+            tcp.tcpIdleTimeout = configuration.idleTimeout
+            return tcp
+        }()
+        let responder = self.responder
+        let counters = self.counters
+        let registry = self.registry
+        let logger = self.logger
+        var bootstrap = ServerBootstrap(group: eventLoopGroup)
+            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let pipeline = channel.pipeline.syncOperations
+                    try pipeline.addHandler(NIOSSLServerHandler(context: context))
+                    try DNSServer.addTCPHandlers(
+                        to: pipeline, responder: responder, counters: counters, registry: registry,
+                        configuration: serverConfiguration, logger: logger)
+                }
+            }
+        if case .v6 = address {
+            bootstrap = bootstrap.serverChannelOption(
+                ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
+        }
+        do {
+            return try await bootstrap.bind(to: address).get()
+        } catch let error as IOError {
+            throw DNSServerError(code: .cannotListen, address: "\(listen)/tls", reason: String(cString: strerror(error.errnoCode)))
+        }
+    }
+}
+
+/// The TLS certificate or key cannot be used; one line for the operator.
+public struct TLSSetupError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,136 @@
+import DNSWire
+import Logging
+import MDNS
+import Synchronization
+
+/// DNS Push (RFC 8765) on top of the shared browses: a subscription is one more user of the
+/// browse that unicast queries use (same `BrowseKey`, one avahi query per name however many
+/// clients), gets the same translated records, and keeps the browse alive until the last
+/// subscriber leaves; the idle sweep then releases it after `browseIdleTimeout`.
+extension DiscoveryProxy {
+    enum SubscribeOutcome: Sendable {
+        /// Outside every zone (§6.2: NOTAUTH).
+        case notAuthoritative
+        /// A class we do not serve.
+        case refused
+        /// Subscribed; `initial` is what is known now (the first PUSH), `keys` the browses to
+        /// leave on UNSUBSCRIBE (none for names answered from configuration, which never change).
+        case subscribed(initial: [PushChange], keys: [BrowseKey])
+    }
+
+    func subscribe(_ request: PushSubscribe, session: Int, id: UInt16, sink: any PushSink) -> SubscribeOutcome {
+        let catalog = self.catalog
+        guard catalog.zone(containing: request.name) != nil else { return .notAuthoritative }
+        let question = Question(name: request.name, type: request.type, qclass: request.rrClass)
+        switch catalog.plan(question) {
+        case .refused:
+            return .refused
+        case .immediate(_, let answers):
+            let initial = answers.compactMap { record -> PushChange? in
+                guard let wire = try? record.rdata.wireBytes() else { return nil }
+                return .add(request.name, record.type, ttl: record.ttl, rdata: wire)
+            }
+            return .subscribed(initial: initial, keys: [])
+        case .mdns(let plan):
+            // avahi refuses ANY as a record browser type ("key is pattern"), so TYPE ANY
+            // (RFC 8765 §6.2) rides on the browses of the DNS-SD types at that name.
+            let types = plan.type == .any ? Self.anyTypes : [plan.type]
+            let subscriber = Subscriber(
+                session: session, id: id, owner: request.name, type: request.type, services: plan.link.services,
+                sink: sink)
+            var initial: [PushChange] = []
+            var keys: [BrowseKey] = []
+            for type in types {
+                let key = BrowseKey(interface: plan.link.interface, name: plan.localName, type: type)
+                initial += join(key, subscriber)
+                keys.append(key)
+            }
+            return .subscribed(initial: initial, keys: keys)
+        }
+    }
+
+    /// The record types a TYPE ANY subscription follows.
+    static let anyTypes: [RRType] = [.ptr, .srv, .txt, .a, .aaaa]
+
+    /// Adds a subscriber to a browse (starting it if needed); returns what it knows now.
+    private func join(_ key: BrowseKey, _ subscriber: Subscriber) -> [PushChange] {
+        let now = scheduler.now()
+        let configuration = self.configuration
+        let (initial, start) = state.withLock { state -> ([PushChange], (generation: Int, delay: Duration)?) in
+            state.subscriptions.add(subscriber, to: key)
+            if var browse = state.browses[key] {
+                browse.lastUsed = now
+                state.browses[key] = browse
+                let initial = browse.hasResults
+                    ? browse.orderedRecords.compactMap { subscriber.change(for: $0, adding: true) } : []
+                return (initial, nil)
+            }
+            guard !state.shutDown else { return ([], nil) }
+            // A new browse, paced by the link's token bucket like a unicast miss (§9.3);
+            // a subscriber can wait, so it is never refused for the rate.
+            var bucket =
+                state.buckets[key.interface]
+                ?? TokenBucket(rate: configuration.mdnsQueriesPerSecond, burst: configuration.mdnsQueryBurst, now: now)
+            let delay = bucket.reserve(now: now)
+            state.buckets[key.interface] = bucket
+            let generation = state.nextGeneration
+            state.nextGeneration += 1
+            state.released[key] = nil
+            state.browses[key] = Browse(generation: generation, startedAt: now + delay, lastUsed: now)
+            state.stats.activeBrowses = state.browses.count
+            return ([], (generation, delay))
+        }
+        if let start { begin(key, start) }
+        return initial
+    }
+
+    /// Leaves the browse; once nobody subscribes it is released by the idle sweep.
+    func unsubscribe(from key: BrowseKey, session: Int, id: UInt16) {
+        let now = scheduler.now()
+        state.withLock { state in
+            state.subscriptions.remove(session: session, id: id, from: key)
+            state.browses[key]?.lastUsed = now
+        }
+    }
+
+    /// RECONFIRM (§6.5): a record the browse still holds is handed to mDNS to verify (its
+    /// removal, if mDNS finds it gone, reaches every subscriber as usual). A record the proxy
+    /// does not hold is already gone: every subscriber of that browse gets its removal now.
+    func reconfirm(_ request: PushReconfirm) {
+        guard case .mdns(let plan) = catalog.plan(Question(name: request.name, type: request.type, qclass: request.rrClass)),
+            let rdata = try? RData(type: request.type, wire: request.rdata)
+        else { return }
+        let key = BrowseKey(interface: plan.link.interface, name: plan.localName, type: plan.type)
+        let now = scheduler.now()
+        let configuration = self.configuration
+        enum Step { case none, verify(MDNSRecord), removed([PushDelivery]) }
+        let step = state.withLock { state -> Step in
+            guard let browse = state.browses[key],
+                browse.isEstablished(now: now, negativeTimeout: configuration.negativeTimeout)
+            else { return .none }
+            if let held = browse.records.first(where: { $0.value.type == request.type && $0.value.rdata == rdata }) {
+                return .verify(held.key)
+            }
+            return .removed(
+                state.subscriptions.subscribers(of: key).map {
+                    PushDelivery(sink: $0.sink, subscription: $0.id, changes: [.remove($0.owner, request.type, rdata: request.rdata)])
+                })
+        }
+        switch step {
+        case .none: break
+        case .verify(let record):
+            logger.debug("RECONFIRM: asking mDNS", metadata: ["mdns.question": "\(key)"])
+            backend.reconfirm(key.question, record: record)
+        case .removed(let deliveries):
+            logger.debug("RECONFIRM: record not held, removal pushed", metadata: ["mdns.question": "\(key)"])
+            deliver(deliveries)
+        }
+    }
+
+    func deliver(_ deliveries: [PushDelivery]) {
+        for delivery in deliveries { delivery.sink.deliver(delivery.changes, subscription: delivery.subscription) }
+    }
+
+    /// Live subscriptions, over all sessions.
+    var subscriptionCount: Int { state.withLock { $0.subscriptions.count } }
+}

@@ -1,0 +1,80 @@
+import Logging
+import Synchronization
+
+/// DNS Push for the whole server: creates a `PushSession` per stream connection that speaks
+/// DSO, enforces the session limit, keeps the metrics, and ends every session at shutdown.
+public final class PushService: Sendable {
+    let proxy: DiscoveryProxy
+    public let configuration: PushConfiguration
+    let metrics = PushMetrics()
+    private let logger: Logger
+    private let sessions = Mutex<(next: Int, live: [Int: PushSession], shutDown: Bool)>((0, [:], false))
+    private let subscriptions = Atomic<Int>(0)
+
+    var scheduler: any ProxyScheduler { proxy.scheduler }
+
+    /// §6.4.1: a session with nothing subscribed is aborted after twice the inactivity
+    /// timeout, at least 5 s.
+    var idleLimit: Duration { max(.seconds(5), configuration.inactivityTimeout * 2) }
+    /// §6.5: twice the keepalive interval without any traffic.
+    var keepaliveLimit: Duration { max(configuration.keepaliveInterval, PushConfiguration.minimumKeepalive) * 2 }
+
+    public init(proxy: DiscoveryProxy, configuration: PushConfiguration = PushConfiguration(), logger: Logger) {
+        self.proxy = proxy
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// A new session for a connection whose first DSO message just arrived. Over the limit
+    /// (or after shutdown) the session exists only to refuse its first request.
+    public func openSession(client: String, transport: any PushTransport) -> PushSession {
+        var logger = self.logger
+        logger[metadataKey: "dns.client"] = "\(client)"
+        let (id, admitted) = sessions.withLock { sessions -> (Int, Bool) in
+            sessions.next += 1
+            return (sessions.next, !sessions.shutDown && sessions.live.count < configuration.maxSessions)
+        }
+        let session = PushSession(id: id, service: self, transport: transport, admitted: admitted, logger: logger)
+        if admitted {
+            let count = sessions.withLock { sessions -> Int in
+                sessions.live[id] = session
+                return sessions.live.count
+            }
+            metrics.sessions(count)
+            logger.debug("DSO session opened", metadata: ["dso.session": "\(id)"])
+        } else {
+            logger.info("DSO session refused: session limit", metadata: ["dso.limit": "\(configuration.maxSessions)"])
+        }
+        return session
+    }
+
+    public var sessionCount: Int { sessions.withLock { $0.live.count } }
+    public var subscriptionCount: Int { subscriptions.load(ordering: .relaxed) }
+
+    /// Sends every established session a Retry Delay and closes it (RFC 8490 §7.2).
+    public func shutdown() {
+        let live = sessions.withLock { sessions -> [PushSession] in
+            sessions.shutDown = true
+            return Array(sessions.live.values)
+        }
+        for session in live { session.shutdown() }
+    }
+
+    func subscriptionsChanged(by delta: Int) {
+        guard delta != 0 else { return }
+        let total = subscriptions.add(delta, ordering: .relaxed).newValue
+        metrics.subscriptions(total)
+    }
+
+    func sessionEnded(_ session: PushSession, reason: PushSessionEnd) {
+        let (wasLive, count) = sessions.withLock { sessions -> (Bool, Int) in
+            let wasLive = sessions.live.removeValue(forKey: session.id) != nil
+            return (wasLive, sessions.live.count)
+        }
+        metrics.sessions(count)
+        metrics.sessionEnded(reason)
+        if wasLive {
+            logger.debug("DSO session ended", metadata: ["dso.session": "\(session.id)", "dso.reason": "\(reason.rawValue)"])
+        }
+    }
+}

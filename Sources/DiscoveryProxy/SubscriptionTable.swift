@@ -1,0 +1,101 @@
+import DNSWire
+
+/// Receives the changes of one DNS Push subscription (a `PushSession`). Called outside the
+/// proxy's lock, from the mDNS backend's thread.
+protocol PushSink: AnyObject, Sendable {
+    func deliver(_ changes: [PushChange], subscription: UInt16)
+}
+
+/// One DNS Push subscription riding on a shared browse.
+struct Subscriber: Sendable {
+    var session: Int
+    var id: UInt16
+    /// The name as the client subscribed it: owner of every change sent (like the query name
+    /// of a unicast answer), so the client's own spelling comes back.
+    var owner: DNSName
+    var type: RRType
+    /// The link's service filter, for `_services._dns-sd._udp` (same as unicast answers).
+    var services: ServiceFilter
+    var sink: any PushSink
+
+    /// RFC 6762 §10: 120 s for records carrying a host name or address, 75 minutes otherwise.
+    /// avahi does not expose the received TTLs, so Push uses these defaults (RFC 8765 §6.3.1
+    /// wants mDNS TTLs, not the 10 s unicast cap).
+    static func ttl(for type: RRType) -> UInt32 {
+        switch type {
+        case .srv, .a, .aaaa, .hinfo: return 120
+        default: return 4500
+        }
+    }
+
+    /// The change this subscriber is told for a cached record, nil when the record is not
+    /// shown to clients (suppressed address, filtered service type, undecodable RDATA).
+    func change(for record: CachedRecord, adding: Bool) -> PushChange? {
+        guard let rdata = record.rdata, let wire = try? rdata.wireBytes() else { return nil }
+        if !services.isOpen, record.type == .ptr, let target = record.localTarget,
+            let type = ServiceFilter.serviceType(of: target.labels.dropLast().map { $0 }), !services.permits(type)
+        {
+            return nil
+        }
+        return adding
+            ? .add(owner, record.type, ttl: Self.ttl(for: record.type), rdata: wire)
+            : .remove(owner, record.type, rdata: wire)
+    }
+}
+
+/// What to send to whom after a browse changed; computed under the proxy's lock, sent outside.
+struct PushDelivery: Sendable {
+    var sink: any PushSink
+    var subscription: UInt16
+    var changes: [PushChange]
+}
+
+/// Every subscriber, by the browse it listens to. Lives in the proxy's locked state.
+struct SubscriptionTable: Sendable {
+    private(set) var byKey: [BrowseKey: [Subscriber]] = [:]
+    private(set) var count = 0
+
+    func isSubscribed(_ key: BrowseKey) -> Bool { byKey[key] != nil }
+
+    mutating func add(_ subscriber: Subscriber, to key: BrowseKey) {
+        byKey[key, default: []].append(subscriber)
+        count += 1
+    }
+
+    /// Whether the browse has no subscriber left.
+    @discardableResult
+    mutating func remove(session: Int, id: UInt16, from key: BrowseKey) -> Bool {
+        guard var list = byKey[key], let index = list.firstIndex(where: { $0.session == session && $0.id == id })
+        else { return byKey[key] == nil }
+        list.remove(at: index)
+        count -= 1
+        byKey[key] = list.isEmpty ? nil : list
+        return list.isEmpty
+    }
+
+    func subscribers(of key: BrowseKey) -> [Subscriber] { byKey[key] ?? [] }
+
+    func changes(for key: BrowseKey, adding record: CachedRecord) -> [PushDelivery] {
+        subscribers(of: key).compactMap { subscriber in
+            subscriber.change(for: record, adding: true).map {
+                PushDelivery(sink: subscriber.sink, subscription: subscriber.id, changes: [$0])
+            }
+        }
+    }
+
+    func changes(for key: BrowseKey, removing record: CachedRecord) -> [PushDelivery] {
+        subscribers(of: key).compactMap { subscriber in
+            subscriber.change(for: record, adding: false).map {
+                PushDelivery(sink: subscriber.sink, subscription: subscriber.id, changes: [$0])
+            }
+        }
+    }
+
+    /// The browse lost everything (avahi-daemon went away or restarted): one RRset removal
+    /// of the browse's type per subscriber (§6.3.1, TTL 0xFFFFFFFE).
+    func changes(clearing key: BrowseKey) -> [PushDelivery] {
+        subscribers(of: key).map {
+            PushDelivery(sink: $0.sink, subscription: $0.id, changes: [.removeSet($0.owner, key.type)])
+        }
+    }
+}

@@ -1,0 +1,33 @@
+import DNSServer
+import DiscoveryProxy
+
+/// The proxy's responder with DSO sessions: ordinary queries go to the proxy, DSO messages to
+/// a DNS Push session per connection.
+struct SessionResponder: DNSSessionResponder {
+    let queries: ProxyResponder
+    let push: PushService
+
+    func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void) {
+        queries.handle(query: query, from: client, respond: respond)
+    }
+
+    func openSession(client: DNSClient, connection: DNSStreamConnection) -> any DNSStreamSession {
+        StreamSession(session: push.openSession(client: "\(client)", transport: StreamTransport(connection: connection)))
+    }
+}
+
+/// The front end's connection as the session's transport.
+private struct StreamTransport: PushTransport {
+    let connection: DNSStreamConnection
+    func send(_ message: [UInt8]) { connection.send(message) }
+    func close(abort: Bool) { connection.close(abort: abort) }
+}
+
+/// The Push session as the front end's stream session.
+private struct StreamSession: DNSStreamSession {
+    let session: PushSession
+    func receive(_ message: [UInt8]) { session.receive(message) }
+    func noteQuery(_ message: [UInt8]) { session.noteQuery(message) }
+    func connectionClosed() { session.connectionClosed() }
+    func serverShuttingDown() { session.shutdown() }
+}
