@@ -8,9 +8,12 @@ import DiscoveryProxy
 /// The host's network interfaces and their prefixes, read with getifaddrs(3).
 public struct InterfaceTable: Sendable {
     public var prefixes: [String: [IPPrefix]]
+    /// Interfaces that are administratively up (IFF_UP); filled by `system()`.
+    public var up: Set<String>
 
-    public init(prefixes: [String: [IPPrefix]]) {
+    public init(prefixes: [String: [IPPrefix]], up: Set<String>? = nil) {
         self.prefixes = prefixes
+        self.up = up ?? Set(prefixes.keys)
     }
 
     public func exists(_ name: String) -> Bool { prefixes[name] != nil }
@@ -18,6 +21,7 @@ public struct InterfaceTable: Sendable {
     /// A snapshot of the system's interfaces (including those without addresses).
     public static func system() -> InterfaceTable {
         var table: [String: [IPPrefix]] = [:]
+        var up = Set<String>()
         var head: UnsafeMutablePointer<ifaddrs>?
         guard getifaddrs(&head) == 0, let first = head else { return InterfaceTable(prefixes: [:]) }
         defer { freeifaddrs(head) }
@@ -26,6 +30,7 @@ public struct InterfaceTable: Sendable {
             defer { cursor = entry.pointee.ifa_next }
             let name = String(cString: entry.pointee.ifa_name)
             if table[name] == nil { table[name] = [] }
+            if entry.pointee.ifa_flags & UInt32(IFF_UP) != 0 { up.insert(name) }
             guard let address = entry.pointee.ifa_addr, let mask = entry.pointee.ifa_netmask else { continue }
             guard let bytes = addressBytes(address), let maskBytes = addressBytes(mask) else { continue }
             let length = maskBytes.reduce(0) { $0 + $1.nonzeroBitCount }
@@ -33,7 +38,7 @@ public struct InterfaceTable: Sendable {
                 table[name]!.append(prefix)
             }
         }
-        return InterfaceTable(prefixes: table)
+        return InterfaceTable(prefixes: table, up: up)
     }
 
     private static func addressBytes(_ address: UnsafeMutablePointer<sockaddr>) -> [UInt8]? {

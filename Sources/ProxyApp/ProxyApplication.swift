@@ -68,17 +68,37 @@ public struct ProxyApplication: Sendable {
                 ])
         }
 
+        ResourceLimits.raiseOpenFiles(forConnections: configuration.tcpMaxConnections, logger: logger)
         var serverConfiguration = DNSServerConfiguration(listenAddresses: configuration.listen)
         serverConfiguration.tcpIdleTimeout = .milliseconds(Int(configuration.tcpIdleTimeoutSeconds * 1000))
         serverConfiguration.maxTCPConnections = configuration.tcpMaxConnections
         serverConfiguration.maxTCPConnectionsPerClient = configuration.tcpMaxConnectionsPerClient
         serverConfiguration.maxInFlightPerConnection = configuration.tcpMaxInFlightPerConnection
+        var responder: any DNSResponder = ProxyResponder(proxy: proxy)
+        if configuration.rateLimit.isEnabled {
+            responder = RateLimitedResponder(responder, limiter: ResponseRateLimiter(configuration.rateLimit))
+            logger.info(
+                "UDP response rate limit on",
+                metadata: [
+                    "rrl.per_second": "\(configuration.rateLimit.responsesPerSecond)",
+                    "rrl.prefixes": "/\(configuration.rateLimit.ipv4PrefixLength) /\(configuration.rateLimit.ipv6PrefixLength)",
+                    "rrl.slip": "\(configuration.rateLimit.slip)",
+                ])
+        }
+        // --user: every listener binds as root first, then the process becomes that user.
+        let privileges = PrivilegeDrop(
+            user: try configuration.user.map(Self.lookup), pendingBinds: configuration.admin == nil ? 1 : 2,
+            logger: logger)
         let server = DNSServer(
-            configuration: serverConfiguration, responder: ProxyResponder(proxy: proxy), logger: logger)
+            configuration: serverConfiguration, responder: responder, logger: logger,
+            onBound: { _ in privileges.bound() })
 
         let reloader = Reloader(load: reload, proxy: proxy, running: configuration, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: server), .init(service: ReloadOnHangup(reloader: reloader)),
+            .init(service: InterfaceWatcher(
+                reloader: reloader, interval: .milliseconds(Int(configuration.interfaceCheckSeconds * 1000)),
+                logger: logger)),
         ]
         if let admin = configuration.admin {
             let source = AdminSource(
@@ -88,6 +108,7 @@ public struct ProxyApplication: Sendable {
                 host: admin.host, port: admin.port, source: source, registry: registry, logger: logger,
                 onServerRunning: { port in
                     logger.info("admin HTTP listening", metadata: ["admin.listen": "\(admin.host):\(port)"])
+                    privileges.bound()
                 })))
         }
         let group = ServiceGroup(
@@ -104,5 +125,10 @@ public struct ProxyApplication: Sendable {
             throw StartupError("\(error)")
         }
         logger.info("shut down", metadata: ["proxy.stats": "\(proxy.stats)"])
+    }
+
+    private static func lookup(_ name: String) throws(StartupError) -> UnprivilegedUser {
+        guard let user = UnprivilegedUser.lookup(name) else { throw StartupError("user: \"\(name)\": no such user") }
+        return user
     }
 }

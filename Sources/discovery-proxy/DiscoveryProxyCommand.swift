@@ -50,6 +50,9 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Admin HTTP endpoint (metrics, health, status page), or off. Default 127.0.0.1:8053.", valueName: "ADDR:PORT"))
     var admin: String?
 
+    @Option(name: .long, help: ArgumentHelp("After binding every socket (port 53 needs root or CAP_NET_BIND_SERVICE), run as this user.", valueName: "NAME"))
+    var user: String?
+
     @Flag(name: .long, help: "Validate the configuration, print the effective configuration and exit.")
     var checkConfig = false
 
@@ -135,6 +138,7 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
         if let collectionWindowMs { config.collectionWindowMilliseconds = collectionWindowMs }
         if let browseIdleTimeout { config.browseIdleTimeoutSeconds = browseIdleTimeout }
         if let suppressLinkLocal { config.suppressLinkLocal = suppressLinkLocal }
+        if let user { config.user = user }
         if let admin {
             if admin.lowercased() == "off" {
                 config.admin = nil
