@@ -37,6 +37,31 @@ public struct UnprivilegedUser: Sendable, Equatable {
         if uid != 0, setuid(0) == 0 || seteuid(0) == 0 {
             throw StartupError("--user \(name): root could be regained after setuid; refusing to run")
         }
+        // glibc switches every thread it knows of; check them all, the kernel's view.
+        if let stray = Self.threadsNotRunning(as: uid) {
+            throw StartupError("--user \(name): thread \(stray) still has another uid after setuid; refusing to run")
+        }
+    }
+
+    /// A thread of this process whose real/effective/saved/fs uids are not all `uid`, if any.
+    static func threadsNotRunning(as uid: UInt32) -> String? {
+        guard let tasks = opendir("/proc/self/task") else { return nil }
+        defer { closedir(tasks) }
+        while let entry = readdir(tasks) {
+            let tid = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard tid.first?.isNumber == true, let file = fopen("/proc/self/task/\(tid)/status", "r") else { continue }
+            defer { fclose(file) }
+            var line = [CChar](repeating: 0, count: 256)
+            var name = "?"
+            while fgets(&line, Int32(line.count), file) != nil {
+                let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                if text.hasPrefix("Name:") { name = String(text.dropFirst(5).filter { $0 != "\t" && $0 != "\n" }) }
+            guard text.hasPrefix("Uid:") else { continue }
+                let ids = text.dropFirst(4).split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" })
+                if ids.contains(where: { UInt32($0) != uid }) { return "\(tid) \(name) (\(text.dropLast()))" }
+            }
+        }
+        return nil
     }
 
     private func failure(_ call: String) -> StartupError {
