@@ -256,7 +256,7 @@ public final class DiscoveryProxy: Sendable {
                 return .rateLimited
             }
             if state.browses.count >= configuration.maxBrowses {
-                guard let victim = BrowseLimit.victim(in: state.browses) else {
+                guard let victim = BrowseLimit.victim(in: state.browses, now: now) else {
                     bucket.refund()
                     state.buckets[key.interface] = bucket
                     return .full

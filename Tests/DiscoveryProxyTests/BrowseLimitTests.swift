@@ -21,12 +21,25 @@ struct BrowseLimitTests {
         for index in 0..<3 { h.ask("n\(index).lab1.example.", .a) }
         h.clock.advance(by: .seconds(7))  // every waiter answered (negative timeout): all idle
         h.ask("n1.lab1.example.", .a)
+        h.clock.advance(by: .seconds(1))
         h.ask("n2.lab1.example.", .a)  // n0 is now the least recently used
+        h.clock.advance(by: .seconds(29))  // n0 idle 37 s, n1 30 s, n2 29 s
         h.ask("new.lab1.example.", .a)
         #expect(h.proxy.stats.activeBrowses == 3)
         #expect(h.proxy.stats.browsesEvicted == 1)
         #expect(h.backend.live.count == 3, "the evicted browse's avahi object is freed")
         #expect(!h.backend.live.contains { $0.name == (try! DNSName("n0.local.")) })
+    }
+
+    @Test("a browse in use (asked within 30 s) is never evicted for a new name")
+    func keepsBrowsesInUse() throws {
+        let h = flooded(max: 2)
+        h.ask("a.lab1.example.", .a)
+        h.ask("b.lab1.example.", .a)
+        h.clock.advance(by: .seconds(20))
+        let reply = h.ask("c.lab1.example.", .a)
+        #expect(try #require(reply.message).rcode == .servFail)
+        #expect(h.proxy.stats.browsesEvicted == 0)
     }
 
     @Test("when every browse has waiters a new name gets SERVFAIL at once")
@@ -46,7 +59,7 @@ struct BrowseLimitTests {
         let h = flooded(max: 64)
         for index in 0..<10_000 {
             h.ask("flood\(index).lab1.example.", .a)
-            if index % 100 == 99 { h.clock.advance(by: .seconds(7)) }
+            if index % 100 == 99 { h.clock.advance(by: .seconds(31)) }
         }
         #expect(h.proxy.stats.activeBrowses <= 64)
         #expect(h.backend.live.count <= 64)
