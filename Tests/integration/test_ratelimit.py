@@ -199,7 +199,7 @@ def test_flood_of_unique_names_is_rate_limited(lab, flood_proxy):
 
 FULL = os.environ.get("DPT_FULL") == "1"
 # CI: seconds. DPT_FULL=1: the issue's sizes (100k names, 10k service types).
-N_NAMES, N_TYPES, FLOOD_RATE = (100_000, 10_000, 4000.0) if FULL else (6000, 1000, 2000.0)
+N_NAMES, N_TYPES, FLOOD_RATE = (100_000, 10_000, 2000.0) if FULL else (6000, 1000, 2000.0)
 FLOOD_PORT, MAX_BROWSES = 5303, 200
 FLOOD_YAML = """\
 max-browses: %d
