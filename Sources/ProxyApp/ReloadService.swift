@@ -47,6 +47,9 @@ final class Reloader: Sendable {
         if candidate.listen != running.listen || candidate.admin != running.admin {
             logger.warning("listen and admin addresses change only on restart; other changes applied")
         }
+        if candidate.user != running.user {
+            logger.warning("user changes only on restart (privileges were dropped at start); other changes applied")
+        }
         applied.withLock { $0 = candidate }
         proxy.reconfigure(candidate.proxyConfiguration(interfaces: interfaces))
         logger.info("configuration reloaded", metadata: ["proxy.links": "\(candidate.links.map(\.description))"])
