@@ -215,7 +215,7 @@ public final class DiscoveryProxy: Sendable {
             /// Answered from a recently released browse while a fresh one starts.
             case optimistic(Snapshot, start: (generation: Int, delay: Duration)?)
             case rateLimited
-            /// `maxBrowses` reached and every browse has waiters.
+            /// `maxBrowses` reached and no browse may make room (`BrowseLimit`).
             case full
         }
         var evicted: (any MDNSQueryHandle)?
@@ -291,7 +291,7 @@ public final class DiscoveryProxy: Sendable {
         case .hit(let snapshot):
             finish(answer(query, plan: plan, snapshot: snapshot), context, cache: "hit")
         case .full:
-            logger.debug("browse limit reached, all busy: SERVFAIL", metadata: ["mdns.question": "\(key)"])
+            logger.debug("browse limit reached, every browse in use: SERVFAIL", metadata: ["mdns.question": "\(key)"])
             count(\.servFail)
             finish(failure(query, .servFail), context, cache: "miss")
         case .optimistic(let snapshot, let start):

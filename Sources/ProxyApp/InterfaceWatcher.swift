@@ -31,6 +31,11 @@ struct InterfaceWatcher: Service {
     }
 
     func run() async throws {
+        // A sleep is not woken by graceful shutdown by itself: cancel it, so SIGTERM is prompt.
+        await cancelWhenGracefulShutdown { await self.watch() }
+    }
+
+    private func watch() async {
         var last: [String: LinkState] = [:]
         let table = read()
         for link in reloader.links { last[link.interface] = Self.state(of: link.interface, in: table) }
@@ -40,7 +45,6 @@ struct InterfaceWatcher: Service {
             } catch {
                 return
             }
-            if Task.isShuttingDownGracefully { return }
             let table = read()
             var changed = Set<String>()
             var now: [String: LinkState] = [:]
