@@ -246,7 +246,7 @@ public final class DNSServer: Service, Sendable {
         let replays = self.replays
         let logger = self.logger
         // No SO_REUSEADDR for UDP: on Linux it lets a second server bind the same port silently.
-        var bootstrap = DatagramBootstrap(group: self.eventLoopGroup)
+        var bootstrap = DatagramBootstrap(group: self.udpEventLoops)
             .channelOption(.datagramVectorReadMessageCount, value: slots)
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: slots * slotSize))
             .channelInitializer { channel in
@@ -269,6 +269,19 @@ public final class DNSServer: Service, Sendable {
         return try await bootstrap.bind(to: address).get()
     }
 
+    /// With two or more event loops, UDP gets the first and TCP (accepts and connections) the
+    /// second, so that a TCP flood (thousands of connections, slow drips, unread answers)
+    /// never queues ahead of UDP datagrams on the same loop.
+    private var udpEventLoops: any EventLoopGroup {
+        let loops = Array(self.eventLoopGroup.makeIterator())
+        return loops.count >= 2 ? loops[0] : self.eventLoopGroup
+    }
+
+    private var tcpEventLoops: any EventLoopGroup {
+        let loops = Array(self.eventLoopGroup.makeIterator())
+        return loops.count >= 2 ? loops[1] : self.eventLoopGroup
+    }
+
     private static let ipv6Only = ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only)
 
     private func bindTCP(_ address: SocketAddress) async throws -> any Channel {
@@ -278,7 +291,7 @@ public final class DNSServer: Service, Sendable {
         let config = self.configuration
         let replays = self.replays
         let logger = self.logger
-        var bootstrap = ServerBootstrap(group: self.eventLoopGroup)
+        var bootstrap = ServerBootstrap(group: self.tcpEventLoops)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)

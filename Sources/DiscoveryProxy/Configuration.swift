@@ -83,6 +83,9 @@ public struct ProxyConfiguration: Sendable {
     public var optimisticAnswers = true
     /// How old those last results may be.
     public var optimisticMaxStaleness: Duration = .seconds(600)
+    /// Live browses (avahi record browsers, with their cached records) at most; see
+    /// `BrowseLimit`. With the per-link rate limit this bounds memory under a name flood.
+    public var maxBrowses: Int = 4096
     /// Clients allowed to query; others get REFUSED (RFC 8766 §9.2, RFC 7766 §10). Nil: all.
     public var allowedClients: [IPPrefix]?
     /// DNS Push is served (RFC 8766 §6.4): `_dns-push-tls._tcp.<zone>` SRV answers name

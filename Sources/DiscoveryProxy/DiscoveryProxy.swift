@@ -78,10 +78,13 @@ public final class DiscoveryProxy: Sendable {
     /// Applies a new configuration without touching the listeners (SIGHUP reload). Browses of
     /// links that went away or changed zone are released (their cached RDATA was translated
     /// into the old zone) and their waiting queries get SERVFAIL; the rest keep their cache.
-    public func reconfigure(_ configuration: ProxyConfiguration) {
+    /// `refreshing` names links whose interface went down or changed addresses: their
+    /// browses are released too, so that new avahi browsers are made for the interface as it is now.
+    public func reconfigure(_ configuration: ProxyConfiguration, refreshing: Set<String> = []) {
         let kept = Set(
             configuration.links.filter { new in
-                catalog.configuration.links.contains { $0.interface == new.interface && $0.zone == new.zone }
+                !refreshing.contains(new.interface)
+                    && catalog.configuration.links.contains { $0.interface == new.interface && $0.zone == new.zone }
             }.map(\.interface))
         current.withLock { $0 = Catalog(configuration: configuration) }
         metrics.prepare(links: configuration.links.map(\.interface))
@@ -233,7 +236,10 @@ public final class DiscoveryProxy: Sendable {
             /// Answered from a recently released browse while a fresh one starts.
             case optimistic(Snapshot, start: (generation: Int, delay: Duration)?)
             case rateLimited
+            /// `maxBrowses` reached and no browse may make room (`BrowseLimit`).
+            case full
         }
+        var evicted: (any MDNSQueryHandle)?
         let action: Action = state.withLock { state in
             if var browse = state.browses[key] {
                 browse.lastUsed = now
@@ -270,6 +276,14 @@ public final class DiscoveryProxy: Sendable {
                 }
                 return .rateLimited
             }
+            if state.browses.count >= configuration.maxBrowses {
+                guard let victim = BrowseLimit.victim(in: state.browses, now: now) else {
+                    bucket.refund()
+                    state.buckets[key.interface] = bucket
+                    return .full
+                }
+                evicted = evict(victim, in: &state, now: now)
+            }
             if delay > .zero { state.stats.rateLimited += 1 }
             state.buckets[key.interface] = bucket
             let generation = state.nextGeneration
@@ -293,9 +307,14 @@ public final class DiscoveryProxy: Sendable {
             return .wait(waiterID: id, deadline: deadline, start: (generation, delay))
         }
 
+        evicted?.cancel()
         switch action {
         case .hit(let snapshot):
             finish(answer(query, plan: plan, snapshot: snapshot), context, cache: "hit", replay: .hit)
+        case .full:
+            logger.debug("browse limit reached, every browse in use: SERVFAIL", metadata: ["mdns.question": "\(key)"])
+            count(\.servFail)
+            finish(failure(query, .servFail), context, cache: "miss")
         case .optimistic(let snapshot, let start):
             logger.debug("optimistic answer; refreshing", metadata: ["mdns.question": "\(key)"])
             finish(
@@ -653,6 +672,20 @@ public final class DiscoveryProxy: Sendable {
             return false
         }
         if stop { timer.cancel() }
+    }
+
+    /// Releases a live browse early to make room (`maxBrowses`); its results stay available
+    /// for optimistic answers. Returns the avahi handle, to be cancelled outside the lock.
+    private func evict(_ key: BrowseKey, in state: inout State, now: Duration) -> (any MDNSQueryHandle)? {
+        guard let browse = state.browses.removeValue(forKey: key) else { return nil }
+        state.stats.browsesReleased += 1
+        state.stats.browsesEvicted += 1
+        if configuration.optimisticAnswers, browse.hasResults, state.released.count < Self.maxReleased {
+            state.released[key] = ReleasedBrowse(records: browse.orderedRecords, releasedAt: now)
+        }
+        state.stats.activeBrowses = state.browses.count
+        logger.debug("mDNS query evicted (browse limit)", metadata: ["mdns.question": "\(key)"])
+        return browse.handle
     }
 
     /// At most this many released browses are remembered for optimistic answers.

@@ -24,6 +24,8 @@ public struct ProxyStats: Sendable, Equatable, Codable {
     public var rateLimited = 0
     public var activeBrowses = 0
     public var browsesReleased = 0
+    /// Of `browsesReleased`: released early to stay within `maxBrowses`.
+    public var browsesEvicted = 0
 
     public init() {}
 }

@@ -1,3 +1,4 @@
+import DNSServer
 import DNSWire
 import DiscoveryProxy
 
@@ -71,6 +72,22 @@ extension AppConfiguration {
         check(avahiObjectsPerClient >= 1, "avahi.objects-per-client", avahiObjectsPerClient, "must be at least 1")
         check(avahiObjectBudget >= avahiObjectsPerClient, "avahi.object-budget", avahiObjectBudget,
             "must be at least avahi.objects-per-client")
+        check(maxBrowses >= 1, "max-browses", maxBrowses, "must be at least 1")
+        check(maxBrowses <= avahiObjectBudget, "max-browses", maxBrowses,
+            "must not exceed avahi.object-budget (\(avahiObjectBudget)): each browse is one avahi object")
+        check(interfaceCheckSeconds > 0, "interface-check-interval", interfaceCheckSeconds, "must be positive")
+        check(rateLimit.responsesPerSecond >= 0, "rate-limit.responses-per-second", rateLimit.responsesPerSecond,
+            "must not be negative (0 turns rate limiting off)")
+        check(rateLimit.burst >= 0, "rate-limit.burst", rateLimit.burst, "must not be negative")
+        check((8...32).contains(rateLimit.ipv4PrefixLength), "rate-limit.ipv4-prefix-length",
+            rateLimit.ipv4PrefixLength, "must be between 8 and 32")
+        check((16...128).contains(rateLimit.ipv6PrefixLength), "rate-limit.ipv6-prefix-length",
+            rateLimit.ipv6PrefixLength, "must be between 16 and 128")
+        check(rateLimit.slip >= 0 && rateLimit.slip <= 10, "rate-limit.slip", rateLimit.slip,
+            "must be between 0 (never) and 10")
+        if let user {
+            check(UnprivilegedUser.lookup(user) != nil, "user", user, "no such user on this host")
+        }
         let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
         check(levels.contains(logLevel), "log-level", logLevel, "must be one of \(levels.joined(separator: ", "))")
         errors += push.validate()
@@ -113,6 +130,7 @@ extension AppConfiguration {
         config.optimisticMaxStaleness = .milliseconds(Int(optimisticMaxStalenessSeconds * 1000))
         config.allowedClients = effectiveAllowedClients(interfaces: interfaces)
         config.push = push.advertisement(interfaces: interfaces, links: links.map(\.interface))
+        config.maxBrowses = maxBrowses
         return config
     }
 
@@ -167,6 +185,15 @@ extension AppConfiguration {
         lines.append("  objects-per-client: \(avahiObjectsPerClient)")
         lines.append("  object-budget: \(avahiObjectBudget)")
         lines += push.render()
+        lines.append("max-browses: \(maxBrowses)")
+        lines.append("interface-check-interval: \(interfaceCheckSeconds)")
+        lines.append("rate-limit:\(rateLimit.isEnabled ? "" : "  # off: responses-per-second 0")")
+        lines.append("  responses-per-second: \(rateLimit.responsesPerSecond)")
+        lines.append("  burst: \(rateLimit.burst)")
+        lines.append("  ipv4-prefix-length: \(rateLimit.ipv4PrefixLength)")
+        lines.append("  ipv6-prefix-length: \(rateLimit.ipv6PrefixLength)")
+        lines.append("  slip: \(rateLimit.slip)")
+        if let user { lines.append("user: \(user)") }
         return lines.joined(separator: "\n")
     }
 }

@@ -1,3 +1,4 @@
+import DNSServer
 import DNSWire
 import DiscoveryProxy
 import Foundation
@@ -55,6 +56,7 @@ private struct YAMLReader {
             "links", "listen", "server-name", "hostmaster", "log-level", "negative-timeout", "collection-window-ms",
             "browse-idle-timeout", "suppress-link-local", "mdns-query-rate", "mdns-query-burst", "max-udp-payload",
             "tcp", "avahi", "admin", "allow-clients", "optimistic-answers", "optimistic-max-staleness", "push",
+            "max-browses", "rate-limit", "interface-check-interval", "user",
         ]
         unknownKeys(root, known: known, prefix: "")
         if let links = root["links"] {
@@ -103,6 +105,21 @@ private struct YAMLReader {
                 into: &config.tcpMaxInFlightPerConnection)
         }
         if let push = mapping(root, "push") { readPush(push, into: &config.push) }
+        integer(root, "max-browses", into: &config.maxBrowses)
+        number(root, "interface-check-interval", into: &config.interfaceCheckSeconds)
+        if let user = string(root, "user") { config.user = user }
+        if let limit = mapping(root, "rate-limit") {
+            unknownKeys(limit, known: ["responses-per-second", "burst", "ipv4-prefix-length", "ipv6-prefix-length",
+                "slip"], prefix: "rate-limit.")
+            integer(limit, "responses-per-second", key: "rate-limit.responses-per-second",
+                into: &config.rateLimit.responsesPerSecond)
+            integer(limit, "burst", key: "rate-limit.burst", into: &config.rateLimit.burst)
+            integer(limit, "ipv4-prefix-length", key: "rate-limit.ipv4-prefix-length",
+                into: &config.rateLimit.ipv4PrefixLength)
+            integer(limit, "ipv6-prefix-length", key: "rate-limit.ipv6-prefix-length",
+                into: &config.rateLimit.ipv6PrefixLength)
+            integer(limit, "slip", key: "rate-limit.slip", into: &config.rateLimit.slip)
+        }
         if let avahi = mapping(root, "avahi") {
             unknownKeys(avahi, known: ["objects-per-client", "object-budget"], prefix: "avahi.")
             integer(avahi, "objects-per-client", key: "avahi.objects-per-client", into: &config.avahiObjectsPerClient)

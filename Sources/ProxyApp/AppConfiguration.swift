@@ -66,6 +66,15 @@ public struct AppConfiguration: Sendable, Equatable {
     public var avahiObjectsPerClient = 900
     public var avahiObjectBudget = 8192
 
+    /// Live browses at most (each one avahi record browser); see `BrowseLimit`.
+    public var maxBrowses = 4096
+    /// UDP response rate limiting per client prefix; off (0/s) by default.
+    public var rateLimit = ResponseRateLimit()
+    /// How often the links' interfaces are checked for going down/up and address changes.
+    public var interfaceCheckSeconds = 5.0
+    /// Run as this user once every socket is bound (needs root to start); nil stays as started.
+    public var user: String?
+
     public init() {}
 }
 

@@ -10,10 +10,13 @@ public struct InterfaceTable: Sendable {
     public var prefixes: [String: [IPPrefix]]
     /// Each interface's own (host) addresses, for advertising this host's name.
     public var addresses: [String: [[UInt8]]]
+    /// Interfaces that are administratively up (IFF_UP); filled by `system()`.
+    public var up: Set<String>
 
-    public init(prefixes: [String: [IPPrefix]], addresses: [String: [[UInt8]]] = [:]) {
+    public init(prefixes: [String: [IPPrefix]], addresses: [String: [[UInt8]]] = [:], up: Set<String>? = nil) {
         self.prefixes = prefixes
         self.addresses = addresses
+        self.up = up ?? Set(prefixes.keys)
     }
 
     public func exists(_ name: String) -> Bool { prefixes[name] != nil }
@@ -22,6 +25,7 @@ public struct InterfaceTable: Sendable {
     public static func system() -> InterfaceTable {
         var table: [String: [IPPrefix]] = [:]
         var hosts: [String: [[UInt8]]] = [:]
+        var up = Set<String>()
         var head: UnsafeMutablePointer<ifaddrs>?
         guard getifaddrs(&head) == 0, let first = head else { return InterfaceTable(prefixes: [:]) }
         defer { freeifaddrs(head) }
@@ -30,6 +34,7 @@ public struct InterfaceTable: Sendable {
             defer { cursor = entry.pointee.ifa_next }
             let name = String(cString: entry.pointee.ifa_name)
             if table[name] == nil { table[name] = [] }
+            if entry.pointee.ifa_flags & UInt32(IFF_UP) != 0 { up.insert(name) }
             guard let address = entry.pointee.ifa_addr, let mask = entry.pointee.ifa_netmask else { continue }
             guard let bytes = addressBytes(address), let maskBytes = addressBytes(mask) else { continue }
             let length = maskBytes.reduce(0) { $0 + $1.nonzeroBitCount }
@@ -38,7 +43,7 @@ public struct InterfaceTable: Sendable {
                 table[name]!.append(prefix)
             }
         }
-        return InterfaceTable(prefixes: table, addresses: hosts)
+        return InterfaceTable(prefixes: table, addresses: hosts, up: up)
     }
 
     private static func addressBytes(_ address: UnsafeMutablePointer<sockaddr>) -> [UInt8]? {

@@ -86,23 +86,45 @@ public struct ProxyApplication: Sendable {
                 ])
         }
 
+        ResourceLimits.raiseOpenFiles(forConnections: configuration.tcpMaxConnections, logger: logger)
         var serverConfiguration = DNSServerConfiguration(listenAddresses: configuration.listen)
         serverConfiguration.tcpIdleTimeout = .milliseconds(Int(configuration.tcpIdleTimeoutSeconds * 1000))
         serverConfiguration.maxTCPConnections = configuration.tcpMaxConnections
         serverConfiguration.maxTCPConnectionsPerClient = configuration.tcpMaxConnectionsPerClient
         serverConfiguration.maxInFlightPerConnection = configuration.tcpMaxInFlightPerConnection
+        var responder: any DNSResponder = ProxyResponder(proxy: proxy)
+        if configuration.rateLimit.isEnabled {
+            responder = RateLimitedResponder(responder, limiter: ResponseRateLimiter(configuration.rateLimit))
+            logger.info(
+                "UDP response rate limit on",
+                metadata: [
+                    "rrl.per_second": "\(configuration.rateLimit.responsesPerSecond)",
+                    "rrl.prefixes": "/\(configuration.rateLimit.ipv4PrefixLength) /\(configuration.rateLimit.ipv6PrefixLength)",
+                    "rrl.slip": "\(configuration.rateLimit.slip)",
+                ])
+        }
         let push = PushService(proxy: proxy, configuration: configuration.push.pushConfiguration, logger: logger)
         defer { push.shutdown() }
-        let sessions = SessionResponder(queries: ProxyResponder(proxy: proxy), push: push)
+        let sessions = SessionResponder(queries: responder, push: push)
+        // --user: every listener binds as root first, then the process becomes that user.
+        let privileges = PrivilegeDrop(
+            user: try configuration.user.map(Self.lookup),
+            pendingBinds: 1 + (configuration.admin == nil ? 0 : 1) + (configuration.push.listen.isEmpty ? 0 : 1),
+            logger: logger)
         let server = DNSServer(
-            configuration: serverConfiguration,
-            responder: configuration.push.onTCP ? sessions : ProxyResponder(proxy: proxy), logger: logger)
+            configuration: serverConfiguration, responder: configuration.push.onTCP ? sessions : responder,
+            logger: logger, onBound: { _ in privileges.bound() })
 
         let reloader = Reloader(load: reload, proxy: proxy, running: configuration, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: server), .init(service: ReloadOnHangup(reloader: reloader)),
+            .init(service: InterfaceWatcher(
+                reloader: reloader, interval: .milliseconds(Int(configuration.interfaceCheckSeconds * 1000)),
+                logger: logger)),
         ]
-        if let tls = try makePushListener(responder: sessions, serverName: proxyConfiguration.serverName) {
+        if let tls = try makePushListener(
+            responder: sessions, serverName: proxyConfiguration.serverName, onBound: { privileges.bound() })
+        {
             services.append(.init(service: tls))
         }
         if let admin = configuration.admin {
@@ -113,6 +135,7 @@ public struct ProxyApplication: Sendable {
                 host: admin.host, port: admin.port, source: source, registry: registry, logger: logger,
                 onServerRunning: { port in
                     logger.info("admin HTTP listening", metadata: ["admin.listen": "\(admin.host):\(port)"])
+                    privileges.bound()
                 })))
         }
         let group = ServiceGroup(
@@ -132,7 +155,9 @@ public struct ProxyApplication: Sendable {
     }
 
     /// The TLS listener for DNS Push, when `push.listen` is set; logs the certificate's fingerprint.
-    private func makePushListener(responder: SessionResponder, serverName: DNSName) throws -> TLSDNSServer? {
+    private func makePushListener(
+        responder: SessionResponder, serverName: DNSName, onBound: @escaping @Sendable () -> Void
+    ) throws -> TLSDNSServer? {
         let settings = configuration.push
         guard !settings.listen.isEmpty else { return nil }
         let identity = try TLSIdentity.load(settings: settings, serverName: serverName)
@@ -151,6 +176,11 @@ public struct ProxyApplication: Sendable {
         tls.idleTimeout = .milliseconds(Int(configuration.tcpIdleTimeoutSeconds * 1000))
         tls.maxConnections = settings.maxSessions + 64
         tls.maxConnectionsPerClient = settings.maxSessions + 64
-        return TLSDNSServer(configuration: tls, responder: responder, logger: logger)
+        return TLSDNSServer(configuration: tls, responder: responder, logger: logger, onBound: { _ in onBound() })
+    }
+
+    private static func lookup(_ name: String) throws(StartupError) -> UnprivilegedUser {
+        guard let user = UnprivilegedUser.lookup(name) else { throw StartupError("user: \"\(name)\": no such user") }
+        return user
     }
 }

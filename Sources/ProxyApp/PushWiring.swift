@@ -4,11 +4,15 @@ import DiscoveryProxy
 /// The proxy's responder with DSO sessions: ordinary queries go to the proxy, DSO messages to
 /// a DNS Push session per connection.
 struct SessionResponder: DNSSessionResponder {
-    let queries: ProxyResponder
+    let queries: any DNSResponder
     let push: PushService
 
     func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void) {
         queries.handle(query: query, from: client, respond: respond)
+    }
+
+    func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void) {
+        queries.handle(query: query, from: client, answer: answer)  // keeps replay permission
     }
 
     func openSession(client: DNSClient, connection: DNSStreamConnection) -> any DNSStreamSession {

@@ -1,6 +1,7 @@
 import DiscoveryProxy
 import Logging
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 /// Re-reads the configuration on SIGHUP (and on the admin endpoint's POST /reload) and
@@ -12,14 +13,26 @@ final class Reloader: Sendable {
     private let load: Load
     private let proxy: DiscoveryProxy
     private let running: AppConfiguration
+    /// The configuration in force: `running`, or the last one a reload applied.
+    private let applied: Mutex<AppConfiguration>
     private let logger: Logger
 
     init(load: @escaping Load, proxy: DiscoveryProxy, running: AppConfiguration, logger: Logger) {
         self.load = load
         self.proxy = proxy
         self.running = running
+        self.applied = Mutex(running)
         self.logger = logger
     }
+
+    /// Applies the configuration in force again to the interfaces as they are now (subnets,
+    /// reverse zones, default client ACL), re-creating the browses of the `changed` links.
+    func refresh(interfaces: InterfaceTable, changed: Set<String>) {
+        let configuration = applied.withLock { $0 }
+        proxy.reconfigure(configuration.proxyConfiguration(interfaces: interfaces), refreshing: changed)
+    }
+
+    var links: [AppConfiguration.LinkSpec] { applied.withLock { $0.links } }
 
     /// Nil on success, else the problems (one line each).
     func reload() -> [String]? {
@@ -34,6 +47,10 @@ final class Reloader: Sendable {
         if candidate.listen != running.listen || candidate.admin != running.admin {
             logger.warning("listen and admin addresses change only on restart; other changes applied")
         }
+        if candidate.user != running.user {
+            logger.warning("user changes only on restart (privileges were dropped at start); other changes applied")
+        }
+        applied.withLock { $0 = candidate }
         proxy.reconfigure(candidate.proxyConfiguration(interfaces: interfaces))
         logger.info("configuration reloaded", metadata: ["proxy.links": "\(candidate.links.map(\.description))"])
         return nil

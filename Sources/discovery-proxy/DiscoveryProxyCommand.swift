@@ -5,9 +5,10 @@ import Logging
 import Metrics
 import Prometheus
 import ProxyApp
+import Synchronization
 
 @main
-struct DiscoveryProxyCommand: AsyncParsableCommand {
+struct DiscoveryProxyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "discovery-proxy",
         abstract: "Wide-area Bonjour: answers unicast DNS-SD queries for configured links from mDNS (RFC 8766).",
@@ -65,10 +66,32 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Concurrent DNS Push sessions; more get a Retry Delay (default 1000).")
     var pushMaxSessions: Int?
 
+    @Option(name: .long, help: ArgumentHelp("After binding every socket (port 53 needs root or CAP_NET_BIND_SERVICE), run as this user.", valueName: "NAME"))
+    var user: String?
+
     @Flag(name: .long, help: "Validate the configuration, print the effective configuration and exit.")
     var checkConfig = false
 
-    func run() async throws {
+    /// Synchronous on purpose: with an async main, libdispatch parks the main thread as an
+    /// exiting thread, which glibc's set*id broadcast skips, so `--user` would leave it (the
+    /// process leader that `ps` and kill(2) look at) as root. Here it just waits.
+    func run() throws {
+        let outcome = Mutex<Result<Void, any Error>>(.success(()))
+        let done = DispatchSemaphore(value: 0)
+        let command = self
+        Task.detached {
+            do {
+                try await command.serve()
+            } catch {
+                outcome.withLock { $0 = .failure(error) }
+            }
+            done.signal()
+        }
+        done.wait()
+        try outcome.withLock { $0 }.get()
+    }
+
+    func serve() async throws {
         // Report everything wrong at once: file, flags, then the merged result.
         let (configuration, readErrors) = effectiveConfiguration()
         let errors = readErrors
@@ -164,6 +187,7 @@ struct DiscoveryProxyCommand: AsyncParsableCommand {
         if let tlsKey { config.push.privateKeyFile = tlsKey }
         if let stateDir { config.push.stateDirectory = stateDir }
         if let pushMaxSessions { config.push.maxSessions = pushMaxSessions }
+        if let user { config.user = user }
         if let admin {
             if admin.lowercased() == "off" {
                 config.admin = nil

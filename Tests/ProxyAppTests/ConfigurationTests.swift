@@ -99,6 +99,37 @@ struct ConfigurationTests {
         #expect(reloaded.serverName == config.serverName)
     }
 
+    @Test("limits, rate limiting and user: parsed, validated, rendered")
+    func limitsAndUser() throws {
+        let (config, errors) = AppConfiguration.parse(yaml: """
+            max-browses: 500
+            interface-check-interval: 2
+            user: root
+            rate-limit: {responses-per-second: 50, burst: 100, ipv4-prefix-length: 24, ipv6-prefix-length: 56, slip: 3}
+            """)
+        #expect(errors.isEmpty, "\(errors)")
+        #expect(config.maxBrowses == 500)
+        #expect(config.rateLimit.responsesPerSecond == 50 && config.rateLimit.burst == 100 && config.rateLimit.slip == 3)
+        #expect(config.user == "root")
+        #expect(config.interfaceCheckSeconds == 2)
+        #expect(AppConfiguration().rateLimit.isEnabled == false, "off by default")
+        var bad = config
+        bad.links = [.init(interface: "eth1", domain: try DNSName("lab1.example."))]
+        bad.serverName = try DNSName("ns.example.")
+        bad.maxBrowses = 100_000
+        bad.rateLimit.ipv4PrefixLength = 40
+        bad.user = "no-such-user-dpt"
+        let problems = bad.validate(interfaces: interfaces).map(\.description)
+        #expect(problems.contains { $0.hasPrefix("max-browses: \"100000\"") })
+        #expect(problems.contains { $0.hasPrefix("rate-limit.ipv4-prefix-length: \"40\"") })
+        #expect(problems.contains { $0 == "user: \"no-such-user-dpt\": no such user on this host" })
+        var withLink = config
+        withLink.links = bad.links
+        let (reloaded, again) = AppConfiguration.parse(yaml: withLink.render(interfaces: interfaces))
+        #expect(again.isEmpty, "\(again)")
+        #expect(reloaded.rateLimit == config.rateLimit && reloaded.maxBrowses == 500 && reloaded.user == "root")
+    }
+
     @Test("listen addresses parse IPv4 and bracketed IPv6 only")
     func listenAddresses() {
         #expect(AppConfiguration.ListenAddress("0.0.0.0:53")?.port == 53)

@@ -1,0 +1,66 @@
+import CoreMetrics
+import Synchronization
+
+/// Wraps a responder with response rate limiting for UDP answers (`ResponseRateLimiter`).
+/// TCP answers pass untouched: a TCP client has shown that its address is real.
+public struct RateLimitedResponder: DNSResponder {
+    public let inner: any DNSResponder
+    public let limiter: ResponseRateLimiter
+    private let clock = ContinuousClock()
+    private let epoch = ContinuousClock.now
+    private let counts = RateLimitCounts()
+
+    public init(_ inner: any DNSResponder, limiter: ResponseRateLimiter) {
+        self.inner = inner
+        self.limiter = limiter
+    }
+
+    /// Answers dropped and answers sent truncated (slipped) so far.
+    public var limited: Int { counts.limited.load(ordering: .relaxed) }
+    public var slipped: Int { counts.slipped.load(ordering: .relaxed) }
+
+    /// TCP answers (and all answers while the limit is off) keep the inner responder's replay
+    /// permission; limited UDP answers never get one, so that every one passes the limiter.
+    public func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void) {
+        guard client.transport == .udp, limiter.limit.isEnabled else {
+            inner.handle(query: query, from: client, answer: answer)
+            return
+        }
+        handle(query: query, from: client) { bytes in answer(DNSAnswer(bytes: bytes)) }
+    }
+
+    public func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void) {
+        guard client.transport == .udp, limiter.limit.isEnabled else {
+            inner.handle(query: query, from: client, respond: respond)
+            return
+        }
+        let limiter = self.limiter
+        let counts = self.counts
+        let epoch = self.epoch
+        let clock = self.clock
+        inner.handle(query: query, from: client) { answer in
+            guard let answer else { return respond(nil) }
+            let elapsed = (clock.now - epoch).components
+            let now = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+            switch limiter.decide(client: client.address, now: now) {
+            case .send:
+                respond(answer)
+            case .slip:
+                counts.slipped.add(1, ordering: .relaxed)
+                counts.slippedMetric.increment()
+                respond(ResponseRateLimiter.truncatedReply(to: answer))
+            case .drop:
+                counts.limited.add(1, ordering: .relaxed)
+                counts.limitedMetric.increment()
+                respond(nil)
+            }
+        }
+    }
+}
+
+private final class RateLimitCounts: Sendable {
+    let limited = Atomic<Int>(0)
+    let slipped = Atomic<Int>(0)
+    let limitedMetric = Counter(label: "dns_rrl_responses_total", dimensions: [("action", "dropped")])
+    let slippedMetric = Counter(label: "dns_rrl_responses_total", dimensions: [("action", "slipped")])
+}

@@ -1,0 +1,129 @@
+import Synchronization
+
+/// Response rate limiting for UDP (off by default): a token bucket per client prefix, so that
+/// a spoofed-source flood cannot turn the server into an amplifier towards one network.
+/// Like BIND's RRL, every `slip`-th limited answer is still sent, as a tiny TC=1 reply: a real
+/// client behind the prefix retries over TCP (RFC 7766 §5), which a spoofed source cannot.
+public struct ResponseRateLimit: Sendable, Equatable {
+    /// Answers per second per prefix; 0 turns the limiter off.
+    public var responsesPerSecond: Int = 0
+    /// Answers a prefix may get at once before the rate applies; 0 means `responsesPerSecond`.
+    public var burst: Int = 0
+    /// Clients are grouped by these prefixes (a /24 is one site's IPv4 subnet, a /56 one
+    /// customer's IPv6 allocation).
+    public var ipv4PrefixLength = 24
+    public var ipv6PrefixLength = 56
+    /// Every `slip`-th limited answer goes out truncated (TC=1); 0 drops every limited answer.
+    public var slip = 2
+    /// Prefixes tracked at once; beyond it, full buckets (idle prefixes) are forgotten first.
+    public var maxTrackedPrefixes = 65536
+
+    public init() {}
+
+    public var isEnabled: Bool { responsesPerSecond > 0 }
+}
+
+/// What to do with one answer to a UDP client.
+public enum RateLimitDecision: Sendable, Equatable {
+    case send
+    /// Send a truncated reply instead (header and question, TC=1).
+    case slip
+    case drop
+}
+
+/// The per-prefix token buckets. Thread-safe; the clock is passed in (seconds) so that tests
+/// can drive it.
+public final class ResponseRateLimiter: Sendable {
+    public let limit: ResponseRateLimit
+
+    private struct Bucket {
+        var tokens: Double
+        var updated: Double
+        var limitedCount = 0
+    }
+
+    private struct State {
+        var buckets: [[UInt8]: Bucket] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    public init(_ limit: ResponseRateLimit) {
+        self.limit = limit
+    }
+
+    private var capacity: Double { Double(limit.burst > 0 ? limit.burst : limit.responsesPerSecond) }
+
+    /// The client's prefix: its address with the host bits cleared (4 or 16 bytes in).
+    public func prefix(of address: [UInt8]) -> [UInt8] {
+        let length = address.count == 4 ? limit.ipv4PrefixLength : limit.ipv6PrefixLength
+        var masked = address
+        for index in masked.indices {
+            let keep = min(8, max(0, length - index * 8))
+            masked[index] &= keep == 8 ? 0xFF : ~UInt8(0xFF >> keep)
+        }
+        return masked
+    }
+
+    public func decide(client address: [UInt8], now: Double) -> RateLimitDecision {
+        guard limit.isEnabled else { return .send }
+        let key = prefix(of: address)
+        let rate = Double(limit.responsesPerSecond)
+        let capacity = self.capacity
+        return state.withLock { state in
+            var bucket = state.buckets[key] ?? Bucket(tokens: capacity, updated: now)
+            bucket.tokens = min(capacity, bucket.tokens + max(0, now - bucket.updated) * rate)
+            bucket.updated = now
+            defer {
+                if state.buckets[key] == nil, state.buckets.count >= limit.maxTrackedPrefixes {
+                    forgetIdle(&state, now: now, rate: rate, capacity: capacity)
+                }
+                state.buckets[key] = bucket
+            }
+            if bucket.tokens >= 1 {
+                bucket.tokens -= 1
+                return .send
+            }
+            bucket.limitedCount += 1
+            if limit.slip > 0, bucket.limitedCount % limit.slip == 0 { return .slip }
+            return .drop
+        }
+    }
+
+    /// Prefixes tracked now (for tests and status).
+    public var trackedPrefixes: Int { state.withLock { $0.buckets.count } }
+
+    /// Drops buckets that have refilled (they behave as new ones); if none has, the table is
+    /// cleared rather than grown without bound (a flood from more prefixes than the table holds).
+    private func forgetIdle(_ state: inout State, now: Double, rate: Double, capacity: Double) {
+        state.buckets = state.buckets.filter { $0.value.tokens + (now - $0.value.updated) * rate < capacity }
+        if state.buckets.count >= limit.maxTrackedPrefixes { state.buckets.removeAll() }
+    }
+
+    /// The truncated form of an answer for a slip: its header with TC set and the counts of
+    /// the answer, authority and additional sections zeroed, and its question (the first name
+    /// in a message is never compressed). Nil if the answer is too short to be a DNS message.
+    public static func truncatedReply(to answer: [UInt8]) -> [UInt8]? {
+        guard answer.count >= 12 else { return nil }
+        var reply = Array(answer[0..<12])
+        reply[2] |= 0x02  // TC
+        for index in 6..<12 { reply[index] = 0 }
+        let questions = Int(answer[4]) << 8 | Int(answer[5])
+        guard questions == 1 else {
+            reply[4] = 0
+            reply[5] = 0
+            return reply
+        }
+        var offset = 12
+        while offset < answer.count, answer[offset] != 0 {
+            guard answer[offset] & 0xC0 == 0 else { offset = answer.count; break }
+            offset += Int(answer[offset]) + 1
+        }
+        guard offset + 5 <= answer.count else {
+            reply[4] = 0
+            reply[5] = 0
+            return reply
+        }
+        return reply + answer[12..<(offset + 5)]
+    }
+}
