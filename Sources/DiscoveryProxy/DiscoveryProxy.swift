@@ -228,6 +228,10 @@ public final class DiscoveryProxy: Sendable {
     }
 
     private func lookup(_ plan: MDNSPlan, query: Message, context: QueryContext) {
+        if plan.type == .any {
+            answerAny(plan, query: query, context: context)
+            return
+        }
         let key = BrowseKey(interface: plan.link.interface, name: plan.localName, type: plan.type)
         let now = scheduler.now()
         enum Action {
@@ -331,6 +335,30 @@ public final class DiscoveryProxy: Sendable {
             scheduler.schedule(after: deadline - now) { [weak self] in self?.expire(key, waiterID: waiterID) }
             if let start { begin(key, start) }
         }
+    }
+
+    /// A query of type ANY (RFC 8482 §4.1: a subset of the RRsets is a complete answer). avahi
+    /// cannot run an ANY record browser, and a multicast ANY per query would be an amplifier,
+    /// so the answer is every RRset the live browses already hold for that name, or with none
+    /// known the synthesized HINFO of RFC 8482 §4.2. Not replayed: it sums several browses.
+    private func answerAny(_ plan: MDNSPlan, query: Message, context: QueryContext) {
+        let records: [CachedRecord] = state.withLock { state in
+            state.stats.cacheHits += 1
+            return state.browses
+                .filter { $0.key.interface == plan.link.interface && $0.key.name == plan.localName }
+                .sorted { $0.key.type.rawValue < $1.key.type.rawValue }
+                .flatMap { $0.value.orderedRecords }
+        }
+        var reply = answer(query, plan: plan, snapshot: Snapshot(answers: records))
+        if reply.answers.isEmpty {
+            reply.authority = []
+            reply.answers = [
+                ResourceRecord(
+                    name: query.questions[0].name, type: .hinfo, ttl: configuration.ttlCap,
+                    rdata: .raw([7] + Array("RFC8482".utf8) + [0]))
+            ]
+        }
+        finish(reply, context, cache: "hit")
     }
 
     /// TTL of an optimistic answer: short, so the client asks again once the fresh browse has

@@ -83,3 +83,31 @@ struct ReplayTicketTests {
         #expect(h.proxy.stats.cacheHits == before.cacheHits + 5)
     }
 }
+
+@Suite("Type ANY (RFC 8482)")
+struct AnyQueryTests {
+    @Test("an ANY query gets what live browses hold for the name, without a multicast ANY")
+    func fromLiveBrowses() throws {
+        let h = Harness()
+        let instance = "x._ipp._tcp.lab1.example."
+        h.ask(instance, .txt)
+        h.backend.add("x._ipp._tcp.local.", .txt, .txt([4] + Array("rp=1".utf8)))
+        h.clock.advance(by: .seconds(1))
+        let started = h.backend.started.count
+        let message = try #require(h.ask(instance, .any).message)
+        #expect(message.rcode == .noError)
+        #expect(message.answers.map(\.type) == [.txt])
+        #expect(h.backend.started.count == started, "no ANY browse")
+    }
+
+    @Test("with nothing known, the synthesized HINFO of RFC 8482 §4.2")
+    func hinfoWhenUnknown() throws {
+        let h = Harness()
+        let message = try #require(h.ask("nothing._ipp._tcp.lab1.example.", .any).message)
+        #expect(message.rcode == .noError)
+        #expect(message.answers.count == 1)
+        #expect(message.answers.first?.type == .hinfo)
+        #expect(message.answers.first?.ttl == 10)
+        #expect(h.backend.started.isEmpty)
+    }
+}
