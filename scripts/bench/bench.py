@@ -2,7 +2,7 @@
 cold-miss latency next to avahi-browse, hit latency at half load, memory per instance,
 scaling, optimistic answers. Runs in the integration suite's namespace lab.
 
-Usage (root): scripts/bench.sh [--smoke] [--json OUT] [--proxy-bin PATH]"""
+Usage (root): scripts/bench.sh [--smoke] [--json OUT] [--proxy-bin PATH] [--profile DIR]"""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ sys.path.insert(0, HERE)
 
 import lab  # noqa: E402
 import phases  # noqa: E402
+import probes  # noqa: E402
 import benchsite as sitemod  # noqa: E402
 from proxies import MAIN_PORT, Proxy  # noqa: E402
 from report import Report  # noqa: E402
@@ -33,6 +34,9 @@ def parse_args(argv):
     ap.add_argument("--json", metavar="OUT", help="also write the table and raw data as JSON")
     ap.add_argument("--proxy-bin", default=os.path.join(REPO, ".build", "release", "discovery-proxy"),
                     help="discovery-proxy binary to measure (default .build/release/discovery-proxy)")
+    ap.add_argument("--profile", metavar="DIR",
+                    help="also record the proxy with perf (cpu-clock, call graphs) under the UDP "
+                         "cache-hit load; writes DIR/perf.data and DIR/perf-top.txt")
     return ap.parse_args(argv)
 
 
@@ -74,7 +78,7 @@ def main(argv):
         log("lab: publishing %d bench instances on link 2" % len(site.services))
         sitemod.start_responder(lab_, site)
         run.main = Proxy(lab_, binary, MAIN_PORT, "proxy").start()
-        report.meta["main_proxy_idle_rss_kib"] = phases.probes.rss_kib(run.main.pid)
+        report.meta["main_proxy_idle_rss_kib"] = probes.rss_kib(run.main.pid)
         log("b. cold-miss latency")
         phases.cold_miss(run)
         log("warming the site (%d instances)" % (sizes.site_types * sizes.site_instances))
@@ -85,6 +89,9 @@ def main(argv):
         phases.throughput(run)
         log("c. cache-hit latency at 50% of peak")
         phases.latency_at_half_load(run)
+        if args.profile:
+            log("profile: perf record -g of the proxy under UDP cache-hit load")
+            phases.profile(run, os.path.abspath(args.profile))
         log("e. scaling")
         phases.scaling(run)
         log("e. %d TCP connections held" % sizes.tcp_held)

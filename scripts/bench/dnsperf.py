@@ -35,7 +35,7 @@ def parse(text):
         "qps": _field(text, r"^\s*Queries per second:\s+([\d.]+)", float, 0.0),
         "avg_latency_s": _field(text, r"^\s*Average Latency \(s\):\s+([\d.]+)"),
         "response_size": _field(text, r"response (\d+)", int),
-        "rcodes": _field(text, r"^\s*Response codes:\s+(.*)$", str, ""),
+        "rcodes": _field(text, r"^[ \t]*Response codes:[ \t]+(.*)$", str, ""),
     }
     # -v: "> NOERROR binary input 0.000123" for each answer (dnsperf 2.x, -B)
     lat = []

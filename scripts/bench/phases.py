@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import dns.flags
@@ -17,6 +18,7 @@ from proxies import MEMORY_PORT, OPTIMISTIC_PORT, Proxy
 from report import ms
 
 KIB = 1024
+SCALE_CLIENTS, SCALE_OUTSTANDING = 2, 50
 
 
 class Run:
@@ -32,6 +34,10 @@ class Run:
 
     def path(self, name):
         return os.path.join(self.lab.dir, name)
+
+
+def _drain(run, port):
+    return probes.drain(port, sitemod.ZONE)
 
 
 def _ms_stats(samples):
@@ -131,6 +137,8 @@ def throughput(run):
                 t = dnsperf.run(port, run.mixfile, run.sizes.dnsperf_seconds, mode=mode,
                                 clients=clients, outstanding=outstanding)
                 t.pop("latencies")
+                if server == "proxy":
+                    t["drain_s"] = _drain(run, port)
                 tries[server].append(t)
                 run.log("    %s %s -c %d -q %d: %.0f qps (lost %d)" % (
                     server, mode, clients, outstanding, t["qps"], t["lost"]))
@@ -162,8 +170,12 @@ def latency_at_half_load(run, section="c. hit latency @50%", label="", datafile=
         t = dnsperf.run(port, datafile, run.sizes.latency_seconds, clients=1, outstanding=100,
                         qps=rate, verbose=True)
         lat = t.pop("latencies")
+        if server == "proxy":
+            _drain(run, port)
         p50, p99 = ms(dnsperf.percentile(lat, 50)), ms(dnsperf.percentile(lat, 99))
-        out[server] = dict(p50_ms=p50, p99_ms=p99, samples=len(lat), qps=t["qps"], lost=t["lost"])
+        out[server] = dict(p50_ms=p50, p99_ms=p99, samples=len(lat), qps=t["qps"], lost=t["lost"],
+                           rate=rate, **{"p%s_ms" % p: ms(dnsperf.percentile(lat, float(p)))
+                                         for p in ("90", "99.9", "100")})
         note = "-Q %d (50%% of proxy peak UDP), %d samples, %.0f qps done, %d lost" % (
             rate, len(lat), t["qps"], t["lost"])
         if server == "proxy":
@@ -181,7 +193,9 @@ def latency_at_half_load(run, section="c. hit latency @50%", label="", datafile=
 def scaling(run):
     sec = "e. scaling"
     proxy_pid = run.main.pid
-    clients, outstanding = run.udp_best["clients"], run.udp_best["outstanding"]
+    # One modest setting for every row: large PTR answers take the proxy milliseconds each,
+    # and a deep queue would only add backlog (drained after each run anyway).
+    clients, outstanding = SCALE_CLIENTS, SCALE_OUTSTANDING
     first = None
     data = {}
     for count, stype in run.site.scale_types.items():
@@ -199,14 +213,18 @@ def scaling(run):
                                          [q for q in learn if q[1] != "PTR"])
         ptr = dnsperf.run(run.main.port, ptr_file, run.sizes.scale_seconds, clients=clients,
                           outstanding=outstanding)
+        ptr["drain_s"] = _drain(run, run.main.port)
         mix = dnsperf.run(run.main.port, mix_file, run.sizes.scale_seconds, clients=clients,
                           outstanding=outstanding)
+        mix["drain_s"] = _drain(run, run.main.port)
         rss = probes.rss_kib(proxy_pid)
         first = first or (ptr["qps"], mix["qps"])
         run.report.row(sec, "%d instances: PTR qps" % count, ptr["qps"], "qps",
-                       note="%s%d PTRs in the UDP answer, %s B" % (
-                           "TC set, " if tc else "", n_ptr, ptr["response_size"]))
-        run.report.row(sec, "%d instances: SRV/TXT/A/AAAA qps" % count, mix["qps"], "qps")
+                       note="-c %d -q %d; %s%d PTRs in the UDP answer, %s B; %.1f s to drain" % (
+                           clients, outstanding, "TC set, " if tc else "", n_ptr,
+                           ptr["response_size"], ptr["drain_s"]))
+        run.report.row(sec, "%d instances: SRV/TXT/A/AAAA qps" % count, mix["qps"], "qps",
+                       note="%.1f s to drain" % mix["drain_s"])
         run.report.row(sec, "%d instances: proxy RSS" % count, rss / 1024.0, "MiB",
                        note="cumulative: site and earlier rows still cached")
         data[count] = dict(ptr=_strip(ptr), mix=_strip(mix), rss_kib=rss, tc=tc, ptrs_in_answer=n_ptr)
@@ -237,9 +255,10 @@ def held_tcp(run):
         t = dnsperf.run(run.main.port, run.mixfile, run.sizes.dnsperf_seconds,
                         clients=b["clients"], outstanding=b["outstanding"])
         t.pop("latencies")
+        t["drain_s"] = _drain(run, run.main.port)
         run.report.row(sec, "%d TCP conns held: UDP qps" % n, t["qps"], "qps",
-                       note="%d established, %d answered their query; peak without: %.0f" % (
-                           est, held.answered, b["qps"]))
+                       note="%d established, %d answered their query; peak without: %.0f; "
+                            "%.1f s to drain" % (est, held.answered, b["qps"], t["drain_s"]))
         lat = latency_at_half_load(run, section=sec, label="%d TCP conns held: " % n)
         rss = probes.rss_kib(run.main.pid)
         run.report.row(sec, "%d TCP conns held: proxy RSS" % n, rss / 1024.0, "MiB")
@@ -309,3 +328,41 @@ def memory(run):
         run.report.detail("memory", data)
     finally:
         p.stop()
+
+
+# --------------------------------------------------------------------------- profile
+def profile(run, out_dir, seconds=10):
+    """perf record -g (cpu-clock: this VM has no hardware counters) of the main proxy
+    while dnsperf drives the UDP cache-hit mix; writes perf.data and the top symbols."""
+    import subprocess
+    import threading
+    os.makedirs(out_dir, exist_ok=True)
+    data = os.path.join(out_dir, "perf.data")
+    b = run.udp_best
+    load = {}
+    t = threading.Thread(target=lambda: load.update(dnsperf.run(
+        run.main.port, run.mixfile, seconds + 4, clients=b["clients"], outstanding=b["outstanding"])))
+    t.start()
+    time.sleep(2)
+    lab.run(["perf", "record", "-e", "cpu-clock", "-g", "-o", data, "-p", str(run.main.pid),
+             "--", "sleep", str(seconds)], timeout=seconds + 60)
+    t.join()
+    top = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
+                          "--sort", "symbol", "-g", "none", "--percent-limit", "0.5"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=300).stdout
+    try:  # Swift symbols are mangled in perf's output
+        top = subprocess.run(["swift", "demangle", "--simplified"], input=top, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True, timeout=120, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        pass
+    path = os.path.join(out_dir, "perf-top.txt")
+    with open(path, "w") as f:
+        f.write(top)
+    # "  8.35%  [.] swift_retain   -  -" -> "8.35% [.] swift_retain"
+    lines = [re.sub(r"(\s+-)+\s*$", "", " ".join(line.split()))
+             for line in top.splitlines() if line.strip() and not line.startswith("#")]
+    run.report.meta["profile"] = dict(perf_data=data, top_symbols=path, udp_qps_during=load.get("qps"))
+    run.log("    profile: %s (%.0f qps during recording)" % (path, load.get("qps") or 0))
+    run.report.meta["profile"]["top"] = lines[:20]
+    for line in lines[:20]:
+        run.log("    " + line)

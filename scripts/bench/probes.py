@@ -13,6 +13,7 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
+import dns.exception
 import dns.message
 import dns.query
 
@@ -32,6 +33,19 @@ def ask(name, rtype, port, timeout=8.0, tcp=False):
         except dns.exception.Timeout:
             r = None
         return r, time.perf_counter() - start
+
+
+def drain(port, zone, limit=300.0):
+    """Wait until the proxy answers an apex SOA (an immediate answer) within 20 ms, i.e.
+    it has worked off the queries a load run left queued; returns the seconds waited.
+    Without this, a slow run's backlog would be measured by the next row."""
+    start = time.monotonic()
+    while time.monotonic() - start < limit:
+        r, secs = ask(zone, "SOA", port, timeout=2.0)
+        if r is not None and secs < 0.02:
+            return time.monotonic() - start
+        time.sleep(0.2)
+    raise RuntimeError("the proxy on port %d still had a backlog after %.0f s" % (port, limit))
 
 
 def warm(queries, port, workers=16, passes=6, log=print):
