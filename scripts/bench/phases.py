@@ -193,9 +193,7 @@ def latency_at_half_load(run, section="c. hit latency @50%", label="", datafile=
 def scaling(run):
     sec = "e. scaling"
     proxy_pid = run.main.pid
-    # One modest setting for every row: large PTR answers take the proxy milliseconds each,
-    # and a deep queue would only add backlog (drained after each run anyway).
-    clients, outstanding = SCALE_CLIENTS, SCALE_OUTSTANDING
+    clients = SCALE_CLIENTS
     first = None
     data = {}
     for count, stype in run.site.scale_types.items():
@@ -205,7 +203,13 @@ def scaling(run):
         if left:
             raise RuntimeError("%d queries for %s never answered" % (len(left), stype))
         ptr_name = "%s.%s" % (stype, sitemod.ZONE)
-        r, _s = probes.ask(ptr_name, "PTR", run.main.port)
+        r, _s = probes.ask(ptr_name, "PTR", run.main.port, timeout=30)
+        one = sorted(probes.ask(ptr_name, "PTR", run.main.port, timeout=30)[1] for _ in range(3))[1]
+        # Outstanding queries: SCALE_OUTSTANDING, fewer when one answer takes long, so that
+        # a run leaves at most ~half a second of queued work behind.
+        outstanding = max(1, min(SCALE_OUTSTANDING, int(0.5 / max(one, 1e-6))))
+        if r is None:
+            raise RuntimeError("no answer to %s PTR within 30 s" % ptr_name)
         tc = bool(r.flags & dns.flags.TC)
         n_ptr = sum(len(rr) for rr in r.answer if rr.rdtype == dns.rdatatype.PTR)
         ptr_file = dnsperf.write_queries(run.path("scale-%d-ptr.txt" % count), [(ptr_name, "PTR")])
@@ -215,19 +219,22 @@ def scaling(run):
                           outstanding=outstanding)
         ptr["drain_s"] = _drain(run, run.main.port)
         mix = dnsperf.run(run.main.port, mix_file, run.sizes.scale_seconds, clients=clients,
-                          outstanding=outstanding)
+                          outstanding=SCALE_OUTSTANDING)
         mix["drain_s"] = _drain(run, run.main.port)
         rss = probes.rss_kib(proxy_pid)
         first = first or (ptr["qps"], mix["qps"])
+        run.report.row(sec, "%d instances: one PTR answer" % count, ms(one), "ms",
+                       note="median of 3 single UDP queries")
         run.report.row(sec, "%d instances: PTR qps" % count, ptr["qps"], "qps",
                        note="-c %d -q %d; %s%d PTRs in the UDP answer, %s B; %.1f s to drain" % (
                            clients, outstanding, "TC set, " if tc else "", n_ptr,
                            ptr["response_size"], ptr["drain_s"]))
         run.report.row(sec, "%d instances: SRV/TXT/A/AAAA qps" % count, mix["qps"], "qps",
-                       note="%.1f s to drain" % mix["drain_s"])
+                       note="-c %d -q %d; %.1f s to drain" % (clients, SCALE_OUTSTANDING, mix["drain_s"]))
         run.report.row(sec, "%d instances: proxy RSS" % count, rss / 1024.0, "MiB",
                        note="cumulative: site and earlier rows still cached")
-        data[count] = dict(ptr=_strip(ptr), mix=_strip(mix), rss_kib=rss, tc=tc, ptrs_in_answer=n_ptr)
+        data[count] = dict(ptr=_strip(ptr), mix=_strip(mix), rss_kib=rss, tc=tc, ptrs_in_answer=n_ptr,
+                           one_ptr_s=one)
     last = data[max(data)]
     flat_ptr = last["ptr"]["qps"] / first[0] if first[0] else None
     flat_mix = last["mix"]["qps"] / first[1] if first[1] else None

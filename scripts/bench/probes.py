@@ -35,7 +35,7 @@ def ask(name, rtype, port, timeout=8.0, tcp=False):
         return r, time.perf_counter() - start
 
 
-def drain(port, zone, limit=300.0):
+def drain(port, zone, limit=600.0):
     """Wait until the proxy answers an apex SOA (an immediate answer) within 20 ms, i.e.
     it has worked off the queries a load run left queued; returns the seconds waited.
     Without this, a slow run's backlog would be measured by the next row."""
