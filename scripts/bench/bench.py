@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(REPO, "Tests", "integration"))
 sys.path.insert(0, HERE)
 
 import lab  # noqa: E402
+import perfprofile  # noqa: E402
 import phases  # noqa: E402
 import probes  # noqa: E402
 import benchsite as sitemod  # noqa: E402
@@ -35,8 +36,8 @@ def parse_args(argv):
     ap.add_argument("--proxy-bin", default=os.path.join(REPO, ".build", "release", "discovery-proxy"),
                     help="discovery-proxy binary to measure (default .build/release/discovery-proxy)")
     ap.add_argument("--profile", metavar="DIR",
-                    help="also record the proxy with perf (cpu-clock, call graphs) under the UDP "
-                         "cache-hit load; writes DIR/perf.data and DIR/perf-top.txt")
+                    help="also record the proxy with perf (cpu-clock, DWARF call graphs) under the UDP "
+                         "cache-hit load; writes DIR/perf.data, DIR/perf-self.txt, DIR/perf-inclusive.txt")
     return ap.parse_args(argv)
 
 
@@ -90,8 +91,8 @@ def main(argv):
         log("c. cache-hit latency at 50% of peak")
         phases.latency_at_half_load(run)
         if args.profile:
-            log("profile: perf record -g of the proxy under UDP cache-hit load")
-            phases.profile(run, os.path.abspath(args.profile))
+            log("profile: perf record (DWARF call graphs) of the proxy under UDP cache-hit load")
+            perfprofile.record(run, os.path.abspath(args.profile))
         log("e. scaling")
         phases.scaling(run)
         log("e. %d TCP connections held" % sizes.tcp_held)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import time
 
 import dns.flags
@@ -335,41 +334,3 @@ def memory(run):
         run.report.detail("memory", data)
     finally:
         p.stop()
-
-
-# --------------------------------------------------------------------------- profile
-def profile(run, out_dir, seconds=10):
-    """perf record -g (cpu-clock: this VM has no hardware counters) of the main proxy
-    while dnsperf drives the UDP cache-hit mix; writes perf.data and the top symbols."""
-    import subprocess
-    import threading
-    os.makedirs(out_dir, exist_ok=True)
-    data = os.path.join(out_dir, "perf.data")
-    b = run.udp_best
-    load = {}
-    t = threading.Thread(target=lambda: load.update(dnsperf.run(
-        run.main.port, run.mixfile, seconds + 4, clients=b["clients"], outstanding=b["outstanding"])))
-    t.start()
-    time.sleep(2)
-    lab.run(["perf", "record", "-e", "cpu-clock", "-g", "-o", data, "-p", str(run.main.pid),
-             "--", "sleep", str(seconds)], timeout=seconds + 60)
-    t.join()
-    top = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
-                          "--sort", "symbol", "-g", "none", "--percent-limit", "0.5"],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=300).stdout
-    try:  # Swift symbols are mangled in perf's output
-        top = subprocess.run(["swift", "demangle", "--simplified"], input=top, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True, timeout=120, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        pass
-    path = os.path.join(out_dir, "perf-top.txt")
-    with open(path, "w") as f:
-        f.write(top)
-    # "  8.35%  [.] swift_retain   -  -" -> "8.35% [.] swift_retain"
-    lines = [re.sub(r"(\s+-)+\s*$", "", " ".join(line.split()))
-             for line in top.splitlines() if line.strip() and not line.startswith("#")]
-    run.report.meta["profile"] = dict(perf_data=data, top_symbols=path, udp_qps_during=load.get("qps"))
-    run.log("    profile: %s (%.0f qps during recording)" % (path, load.get("qps") or 0))
-    run.report.meta["profile"]["top"] = lines[:20]
-    for line in lines[:20]:
-        run.log("    " + line)

@@ -15,7 +15,7 @@ class Report:
         """One line of the table; `ok` is True/False against the target, None when the
         row has no target (context figures)."""
         if isinstance(value, float):
-            value = round(value, 3)
+            value = float("%.4g" % value)  # significant digits: ratios can be 0.0002
         self.rows.append(dict(section=section, metric=metric, value=value, unit=unit,
                               target=target, ok=ok, note=note))
 
