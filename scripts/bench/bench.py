@@ -33,7 +33,7 @@ def parse_args(argv):
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes and 1 s runs (CI): same code path, numbers meaningless")
     ap.add_argument("--json", metavar="OUT", help="also write the table and raw data as JSON")
-    ap.add_argument("--proxy-bin", default=os.path.join(REPO, ".build", "release", "discovery-proxy"),
+    ap.add_argument("--proxy-bin", metavar="PATH", default=os.path.join(REPO, ".build", "release", "discovery-proxy"),
                     help="discovery-proxy binary to measure (default .build/release/discovery-proxy)")
     ap.add_argument("--profile", metavar="DIR",
                     help="also record the proxy with perf (cpu-clock, DWARF call graphs) under the UDP "
@@ -57,6 +57,9 @@ def main(argv):
     if not os.access(binary, os.X_OK):
         print("bench: proxy binary %s not found or not executable (build it: swift build -c release)"
               % binary, file=sys.stderr)
+        return 2
+    if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
+        print("bench: --json %s: no such directory" % args.json, file=sys.stderr)
         return 2
     raise_fd_limit()
     sizes = sitemod.Sizes.smoke() if args.smoke else sitemod.Sizes.full()

@@ -17,7 +17,6 @@ import lab
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ZONE = lab.ZONE2
-LOCAL = "local."
 
 
 @dataclass(frozen=True)
