@@ -11,6 +11,7 @@ import datetime
 import os
 import platform
 import resource
+import signal
 import sys
 import time
 
@@ -61,6 +62,9 @@ def main(argv):
     if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
         print("bench: --json %s: no such directory" % args.json, file=sys.stderr)
         return 2
+    # Ctrl-C must reach the teardown even when started from a shell that ignores SIGINT for
+    # background jobs; SIGTERM is handled by Lab.start (exit 143 through the same finally).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     raise_fd_limit()
     sizes = sitemod.Sizes.smoke() if args.smoke else sitemod.Sizes.full()
     site = sitemod.build(sizes)
