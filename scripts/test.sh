@@ -12,7 +12,7 @@ fi
 # Debian packages the build and the tests need; installed only when missing.
 DEPS=(libldns-dev libavahi-client-dev avahi-daemon avahi-utils dbus dnsutils
       python3-dnspython python3-zeroconf python3-pytest iproute2 nftables tcpdump
-      pkg-config procps util-linux chromium)
+      pkg-config procps util-linux chromium knot nsd dnsperf)
 missing=()
 for p in "${DEPS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -36,8 +36,15 @@ export DISCOVERY_PROXY_BIN="${DISCOVERY_PROXY_BIN:-$SCRATCH/debug/discovery-prox
 # Debian's python3 has dnspython/zeroconf/pytest; a pyenv python3 on PATH does not.
 it_rc=0
 /usr/bin/python3 -m pytest -v -rfE -p no:cacheprovider Tests/integration "$@" || it_rc=$?
-if [ "$unit_rc" -ne 0 ] || [ "$it_rc" -ne 0 ]; then
-    echo "FAILED: swift test exit $unit_rc, integration tests exit $it_rc" >&2
+# The benchmark's smoke run (tiny sizes, ~1 minute) keeps scripts/bench working. It
+# fails only if the benchmark itself errors, never on its numbers.
+echo "=== benchmark smoke run"
+bench_rc=0
+bench_json="$(mktemp /tmp/bench-smoke-XXXXXX.json)"
+bash scripts/bench.sh --smoke --proxy-bin "$DISCOVERY_PROXY_BIN" --json "$bench_json" || bench_rc=$?
+rm -f "$bench_json"
+if [ "$unit_rc" -ne 0 ] || [ "$it_rc" -ne 0 ] || [ "$bench_rc" -ne 0 ]; then
+    echo "FAILED: swift test exit $unit_rc, integration tests exit $it_rc, benchmark smoke exit $bench_rc" >&2
     exit 1
 fi
 echo "all tests passed"

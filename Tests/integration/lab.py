@@ -318,7 +318,10 @@ def _far_linklocals():
 # --------------------------------------------------------------------------
 
 class Lab:
-    def __init__(self):
+    def __init__(self, avahi_options=None):
+        """`avahi_options` (used by scripts/bench) adds [server] lines to one daemon's
+        avahi-daemon.conf, e.g. {"avahi-r": ["cache-entries-max=65536"]}."""
+        self.avahi_options = dict(avahi_options or {})
         self.dir = tempfile.mkdtemp(prefix="dpt-lab-")
         self.procs = {}          # name -> Popen
         self.logs = {}           # name -> path
@@ -433,12 +436,13 @@ class Lab:
         wait_for(lambda: os.path.exists(self.dbus_addr.split("=", 1)[1]), 10,
                  what="dbus-daemon socket")
 
-    def _avahi_conf(self, host, ifaces, dbus, publish):
+    def _avahi_conf(self, host, ifaces, dbus, publish, extra=()):
         lines = ["[server]", "host-name=%s" % host, "domain-name=local", "use-ipv4=yes",
                  "use-ipv6=yes", "allow-interfaces=%s" % ",".join(ifaces),
                  "enable-dbus=%s" % ("yes" if dbus else "no"),
-                 "ratelimit-interval-usec=1000000", "ratelimit-burst=1000",
-                 "", "[wide-area]", "enable-wide-area=no", "", "[publish]"]
+                 "ratelimit-interval-usec=1000000", "ratelimit-burst=1000"]
+        lines += list(extra)
+        lines += ["", "[wide-area]", "enable-wide-area=no", "", "[publish]"]
         if publish:
             lines += ["publish-hinfo=no", "publish-workstation=no", "publish-aaaa-on-ipv4=yes",
                       "publish-a-on-ipv6=no"]
@@ -468,7 +472,8 @@ class Lab:
             self._write(os.path.join(svc, "svc%03d.service" % i),
                         self._service_xml(sname, stype, port, subs, txts))
         conf = os.path.join(d, "avahi-daemon.conf")
-        self._write(conf, self._avahi_conf(host, ifaces, dbus, publish=bool(services)))
+        self._write(conf, self._avahi_conf(host, ifaces, dbus, publish=bool(services),
+                                           extra=self.avahi_options.get(name, ())))
         script = ("set -e; mount -t tmpfs tmpfs /run; mkdir -p /run/avahi-daemon; "
                   "mount --bind '%s' /etc/avahi/services; "
                   "exec avahi-daemon --no-chroot --no-drop-root --no-rlimits -f '%s'"
@@ -591,16 +596,18 @@ class Lab:
         p = os.environ.get("DISCOVERY_PROXY_BIN", ".build/debug/discovery-proxy")
         return p if os.path.isabs(p) else os.path.join(REPO, p)
 
-    def start_proxy(self, extra_args=(), timeout=30, name="proxy", port=PROXY_PORT, v6=True):
-        """Start the proxy in dpt-r (`name` keys its log); wait for the apex SOA."""
-        binary = self.proxy_bin()
+    def start_proxy(self, extra_args=(), timeout=30, name="proxy", port=PROXY_PORT, v6=True,
+                    binary=None, log_level="debug"):
+        """Start the proxy in dpt-r (`name` keys its log); wait for the apex SOA.
+        `binary` overrides DISCOVERY_PROXY_BIN; benchmarks pass a quieter `log_level`."""
+        binary = binary or self.proxy_bin()
         if not os.access(binary, os.X_OK):
             raise RuntimeError("proxy binary %s not found (build it or set DISCOVERY_PROXY_BIN)" % binary)
         cmd = [binary, "--link", "%s=%s" % (R_IF1, ZONE1), "--link", "%s=%s" % (R_IF2, ZONE2),
                "--listen", "%s:%d" % (PROXY_ADDR, port)]
         if v6:
             cmd += ["--listen", "[%s]:%d" % (PROXY_ADDR6, port)]
-        cmd += ["--server-name", SERVER_NAME, "--log-level", "debug"] + list(extra_args)
+        cmd += ["--server-name", SERVER_NAME, "--log-level", log_level] + list(extra_args)
         if "--admin" not in cmd:
             # Each instance in the namespace needs its own admin port: DNS port + 3000.
             cmd += ["--admin", "%s:%d" % (PROXY_ADDR, port + 3000)]

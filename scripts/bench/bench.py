@@ -1,0 +1,132 @@
+"""Discovery-proxy benchmark (issue 4): cache-hit throughput next to Knot DNS and NSD,
+cold-miss latency next to avahi-browse, hit latency at half load, memory per instance,
+scaling, optimistic answers. Runs in the integration suite's namespace lab.
+
+Usage (root): scripts/bench.sh [--smoke] [--json OUT] [--proxy-bin PATH] [--profile DIR]"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import resource
+import signal
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "Tests", "integration"))
+sys.path.insert(0, HERE)
+
+import lab  # noqa: E402
+import perfprofile  # noqa: E402
+import phases  # noqa: E402
+import probes  # noqa: E402
+import benchsite as sitemod  # noqa: E402
+from proxies import MAIN_PORT, Proxy  # noqa: E402
+from report import Report  # noqa: E402
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="scripts/bench.sh", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes and 1 s runs (CI): same code path, numbers meaningless")
+    ap.add_argument("--json", metavar="OUT", help="also write the table and raw data as JSON")
+    ap.add_argument("--proxy-bin", metavar="PATH", default=os.path.join(REPO, ".build", "release", "discovery-proxy"),
+                    help="discovery-proxy binary to measure (default .build/release/discovery-proxy)")
+    ap.add_argument("--profile", metavar="DIR",
+                    help="also record the proxy with perf (cpu-clock, DWARF call graphs) under the UDP "
+                         "cache-hit load; writes DIR/perf.data, DIR/perf-self.txt, DIR/perf-inclusive.txt")
+    return ap.parse_args(argv)
+
+
+def raise_fd_limit():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, 65536) if hard != resource.RLIM_INFINITY else 65536
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))  # children inherit it
+
+
+def main(argv):
+    args = parse_args(argv)
+    binary = os.path.abspath(args.proxy_bin)
+    if os.geteuid() != 0:
+        print("bench: must run as root (network namespaces)", file=sys.stderr)
+        return 2
+    if not os.access(binary, os.X_OK):
+        print("bench: proxy binary %s not found or not executable (build it: swift build -c release)"
+              % binary, file=sys.stderr)
+        return 2
+    if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
+        print("bench: --json %s: no such directory" % args.json, file=sys.stderr)
+        return 2
+    # Ctrl-C must reach the teardown even when started from a shell that ignores SIGINT for
+    # background jobs; SIGTERM is handled by Lab.start (exit 143 through the same finally).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    raise_fd_limit()
+    sizes = sitemod.Sizes.smoke() if args.smoke else sitemod.Sizes.full()
+    site = sitemod.build(sizes)
+    started = time.monotonic()
+
+    def log(msg):
+        print("[%6.1fs] %s" % (time.monotonic() - started, msg), flush=True)
+
+    report = Report(dict(
+        date=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        mode="smoke" if args.smoke else "full", proxy_bin=binary, host=platform.node(),
+        cpus=os.cpu_count(), load_at_start=os.getloadavg(), lab_id=lab.LAB_ID or "(default)",
+        sizes=sizes.__dict__, published_instances=len(site.services)))
+    lab_ = lab.Lab(**sitemod.lab_options())
+    run = phases.Run(lab_, site, report, binary, log)
+    try:
+        log("lab: starting namespaces, dbus, avahi-daemons")
+        lab_.start(with_proxy=False)
+        log("lab: publishing %d bench instances on link 2" % len(site.services))
+        sitemod.start_responder(lab_, site)
+        run.main = Proxy(lab_, binary, MAIN_PORT, "proxy").start()
+        report.meta["main_proxy_idle_rss_kib"] = probes.rss_kib(run.main.pid)
+        log("b. cold-miss latency")
+        phases.cold_miss(run)
+        log("warming the site (%d instances)" % (sizes.site_types * sizes.site_instances))
+        queries = phases.warm_site(run)
+        log("static zone from the proxy's answers; starting knotd and nsd")
+        phases.start_references(run, queries)
+        log("a. cache-hit throughput (UDP, TCP)")
+        phases.throughput(run)
+        log("c. cache-hit latency at 50% of peak")
+        phases.latency_at_half_load(run)
+        if args.profile:
+            log("profile: perf record (DWARF call graphs) of the proxy under UDP cache-hit load")
+            perfprofile.record(run, os.path.abspath(args.profile))
+        log("e. scaling")
+        phases.scaling(run)
+        log("e. %d TCP connections held" % sizes.tcp_held)
+        phases.held_tcp(run)
+        lab_.stop_proc("knotd")
+        lab_.stop_proc("nsd")
+        log("f. optimistic answers")
+        phases.optimistic(run)
+        run.main.stop()
+        log("d. memory")
+        phases.memory(run)
+        report.meta["seconds"] = round(time.monotonic() - started, 1)
+        report.meta["load_at_end"] = os.getloadavg()
+    except BaseException:
+        names = [n for n in lab_.logs if n.startswith("proxy") or n in ("knotd", "nsd")]
+        lab_.dump_logs(names, tail=30)
+        raise
+    finally:
+        lab_.stop()
+    print()
+    print("discovery-proxy benchmark (%s, %s)" % (report.meta["mode"], report.meta["date"]))
+    print(report.table())
+    if args.json:
+        report.write_json(args.json)
+        print("JSON: %s" % args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,336 @@
+"""The measurements, in run order. Each records rows in the report; none asserts on a number."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import dns.flags
+import dns.rdatatype
+
+import dnsperf
+import lab
+import probes
+import refservers
+import benchsite as sitemod
+from proxies import MEMORY_PORT, OPTIMISTIC_PORT, Proxy
+from report import ms
+
+KIB = 1024
+SCALE_CLIENTS, SCALE_OUTSTANDING = 2, 50
+
+
+class Run:
+    """Shared state of one benchmark run."""
+
+    def __init__(self, lab_, site, report, binary, log):
+        self.lab, self.site, self.sizes = lab_, site, site.sizes
+        self.report, self.binary, self.log = report, binary, log
+        self.main = None                 # the proxy behind the throughput rows
+        self.ports = {}                  # server name -> DNS port
+        self.udp_best = None             # the proxy's best UDP dnsperf result
+        self.cold_p50 = None
+
+    def path(self, name):
+        return os.path.join(self.lab.dir, name)
+
+
+def _drain(run, port):
+    return probes.drain(port, sitemod.ZONE)
+
+
+def _ms_stats(samples):
+    good = [s for s in samples if s is not None]
+    return (ms(dnsperf.percentile(good, 50)), ms(dnsperf.percentile(good, 95)),
+            len(good), len(samples) - len(good))
+
+
+# --------------------------------------------------------------------------- b. cold miss
+def cold_miss(run):
+    """Fresh types only: the proxy's first answer vs avahi-browse's first instance."""
+    window = run.main.collection_window_ms()
+    avahi, proxy = [], []
+    for a_type, p_type in zip(run.site.cold_avahi_types, run.site.cold_proxy_types):
+        avahi.append(probes.avahi_first(run.lab, a_type))
+        r, secs = probes.ask("%s.%s" % (p_type, sitemod.ZONE), "PTR", run.main.port)
+        proxy.append(secs if r is not None and r.answer else None)
+    # avahi-browse's own start-up (process, D-Bus, browser) on a type now in its cache
+    startup = [probes.avahi_first(run.lab, t, cache_only=True) for t in run.site.cold_avahi_types]
+    a50, a95, a_n, a_fail = _ms_stats(avahi)
+    p50, p95, p_n, p_fail = _ms_stats(proxy)
+    s50 = _ms_stats(startup)[0] or 0.0
+    run.cold_p50 = p50
+    adj50 = None if a50 is None else a50 - s50
+    adj95 = None if a95 is None else a95 - s50
+    sec = "b. cold miss"
+    rep = run.report
+    rep.row(sec, "proxy first answer p50", p50, "ms", note="%d fresh types, %d without answer" % (p_n, p_fail))
+    rep.row(sec, "proxy first answer p95", p95, "ms")
+    rep.row(sec, "avahi-browse first instance p50", adj50, "ms",
+            note="raw %.1f ms minus avahi-browse start-up %.1f ms; %d types, %d without result"
+            % (a50 or 0, s50, a_n, a_fail))
+    rep.row(sec, "avahi-browse first instance p95", adj95, "ms")
+    ok = None if p50 is None or adj50 is None else p50 <= adj50 + window + 10
+    rep.row(sec, "overhead p50 (proxy - avahi)", None if ok is None else p50 - adj50, "ms",
+            target="<= %d ms (window %d + 10)" % (window + 10, window), ok=ok)
+    rep.row(sec, "overhead p95 (proxy - avahi)", None if p95 is None or adj95 is None else p95 - adj95, "ms")
+    rep.detail("cold_miss", dict(proxy_s=proxy, avahi_s=avahi, avahi_startup_s=startup,
+                                 collection_window_ms=window))
+
+
+# --------------------------------------------------------------------------- warm + zone
+def warm_site(run):
+    qs = sitemod.learn_queries([s for s in run.site.services if s.stype in run.site.site_types])
+    left = probes.warm(qs, run.main.port, log=run.log)
+    if left:
+        raise RuntimeError("the proxy never answered %d site queries, e.g. %r" % (len(left), left[:3]))
+    before = probes.answer_counts(run.main.admin_port)
+    left = probes.warm(qs, run.main.port, passes=1, log=run.log)
+    after = probes.answer_counts(run.main.admin_port)
+    misses = after.get("miss", 0) - before.get("miss", 0)
+    hits = after.get("hit", 0) - before.get("hit", 0)
+    run.report.meta["warm_check"] = "%d queries: %d hits, %d misses" % (len(set(qs)), hits, misses)
+    if misses or left:
+        raise RuntimeError("after warming, %d of the site queries still missed" % max(misses, len(left)))
+    mix = sitemod.mix_queries([s for s in run.site.services if s.stype in run.site.site_types])
+    run.mixfile = dnsperf.write_queries(run.path("site-mix.txt"), mix)
+    run.report.meta["query_mix"] = {t: sum(1 for q in mix if q[1] == t)
+                                    for t in ("PTR", "SRV", "TXT", "A", "AAAA")}
+    return qs
+
+
+def start_references(run, queries):
+    zone_text = refservers.walk_proxy(queries, sitemod.ZONE, port=run.main.port)
+    with open(run.path("static-zone.txt"), "w") as f:
+        f.write(zone_text)
+    run.ports = {"proxy": run.main.port,
+                 "knot": refservers.start_knot(run.lab, sitemod.ZONE, zone_text),
+                 "nsd": refservers.start_nsd(run.lab, sitemod.ZONE, zone_text)}
+    # same answers: compare the answer sections of a sample
+    for name, rtype in queries[:: max(1, len(queries) // 25)]:
+        want = _answer_set(run.ports["proxy"], name, rtype)
+        for ref in ("knot", "nsd"):
+            got = _answer_set(run.ports[ref], name, rtype)
+            if got != want:
+                raise RuntimeError("%s answers %s %s differently from the proxy: %r vs %r" % (
+                    ref, name, rtype, got, want))
+
+
+def _answer_set(port, name, rtype):
+    """Answer records as comparable text: one per record, sorted, and lowercased
+    because Knot stores names in RDATA lowercased (DNS names compare case-insensitively)."""
+    r, _s = probes.ask(name, rtype, port, timeout=3, tcp=True)
+    if r is None:
+        return None
+    return sorted(("%s %d %s" % (rrset.name, rrset.ttl, rd.to_text())).lower()
+                  for rrset in r.answer for rd in rrset)
+
+
+# --------------------------------------------------------------------------- a. throughput
+def throughput(run):
+    sec = "a. cache-hit qps"
+    for mode in ("udp", "tcp"):
+        tries = {s: [] for s in run.ports}
+        for clients, outstanding in run.sizes.dnsperf_settings:  # interleaved: same load drift for all
+            for server, port in run.ports.items():
+                t = dnsperf.run(port, run.mixfile, run.sizes.dnsperf_seconds, mode=mode,
+                                clients=clients, outstanding=outstanding)
+                t.pop("latencies")
+                if server == "proxy":
+                    t["drain_s"] = _drain(run, port)
+                tries[server].append(t)
+                run.log("    %s %s -c %d -q %d: %.0f qps (lost %d)" % (
+                    server, mode, clients, outstanding, t["qps"], t["lost"]))
+        best = {s: max(ts, key=lambda t: t["qps"]) for s, ts in tries.items()}
+        if mode == "udp":
+            run.udp_best = best["proxy"]
+        for server in run.ports:
+            b = best[server]
+            run.report.row(sec, "%s %s" % (server, mode.upper()), b["qps"], "qps",
+                           note="best of -c/-q %s: -c %d -q %d, %d lost, %s B/answer" % (
+                               "/".join("%d/%d" % s for s in run.sizes.dnsperf_settings),
+                               b["clients"], b["outstanding"], b["lost"], b["response_size"]))
+        p, k, n = best["proxy"]["qps"], best["knot"]["qps"], best["nsd"]["qps"]
+        run.report.row(sec, "proxy/knot %s" % mode.upper(), p / k if k else None, "x")
+        run.report.row(sec, "proxy/nsd %s" % mode.upper(), p / n if n else None, "x")
+        better = max(k, n)
+        run.report.row(sec, "proxy/better %s" % mode.upper(), p / better if better else None, "x",
+                       target=">= 1.0", ok=bool(better) and p >= better)
+        run.report.detail("throughput_%s" % mode, tries)
+
+
+# --------------------------------------------------------------------------- c. latency
+def latency_at_half_load(run, section="c. hit latency @50%", label="", datafile=None):
+    rate = max(1, int(run.udp_best["qps"] * 0.5))
+    datafile = datafile or run.mixfile
+    servers = run.ports if not label else {"proxy": run.main.port}
+    out = {}
+    for server, port in servers.items():
+        t = dnsperf.run(port, datafile, run.sizes.latency_seconds, clients=1, outstanding=100,
+                        qps=rate, verbose=True)
+        lat = t.pop("latencies")
+        if server == "proxy":
+            _drain(run, port)
+        p50, p99 = ms(dnsperf.percentile(lat, 50)), ms(dnsperf.percentile(lat, 99))
+        out[server] = dict(p50_ms=p50, p99_ms=p99, samples=len(lat), qps=t["qps"], lost=t["lost"],
+                           rate=rate, **{"p%s_ms" % p: ms(dnsperf.percentile(lat, float(p)))
+                                         for p in ("90", "99.9", "100")})
+        note = "-Q %d (50%% of proxy peak UDP), %d samples, %.0f qps done, %d lost" % (
+            rate, len(lat), t["qps"], t["lost"])
+        if server == "proxy":
+            run.report.row(section, "%sproxy p50" % label, p50, "ms", note=note)
+            run.report.row(section, "%sproxy p99" % label, p99, "ms", target="<= 1 ms",
+                           ok=None if p99 is None else p99 <= 1.0)
+        else:
+            run.report.row(section, "%s p50 / p99 (same rate)" % server,
+                           "%.3f / %.3f" % (p50 or 0, p99 or 0), "ms")
+    run.report.detail("latency%s" % ("_" + label.strip(" :") if label else ""), out)
+    return out
+
+
+# --------------------------------------------------------------------------- e. scaling
+def scaling(run):
+    sec = "e. scaling"
+    proxy_pid = run.main.pid
+    clients = SCALE_CLIENTS
+    first = None
+    data = {}
+    for count, stype in run.site.scale_types.items():
+        services = run.site.of_type(stype)
+        learn = sitemod.learn_queries(services)
+        left = probes.warm(learn, run.main.port, log=run.log)
+        if left:
+            raise RuntimeError("%d queries for %s never answered" % (len(left), stype))
+        ptr_name = "%s.%s" % (stype, sitemod.ZONE)
+        r, _s = probes.ask(ptr_name, "PTR", run.main.port, timeout=30)
+        one = sorted(probes.ask(ptr_name, "PTR", run.main.port, timeout=30)[1] for _ in range(3))[1]
+        # Outstanding queries: SCALE_OUTSTANDING, fewer when one answer takes long, so that
+        # a run leaves at most ~half a second of queued work behind.
+        outstanding = max(1, min(SCALE_OUTSTANDING, int(0.5 / max(one, 1e-6))))
+        if r is None:
+            raise RuntimeError("no answer to %s PTR within 30 s" % ptr_name)
+        tc = bool(r.flags & dns.flags.TC)
+        n_ptr = sum(len(rr) for rr in r.answer if rr.rdtype == dns.rdatatype.PTR)
+        ptr_file = dnsperf.write_queries(run.path("scale-%d-ptr.txt" % count), [(ptr_name, "PTR")])
+        mix_file = dnsperf.write_queries(run.path("scale-%d-mix.txt" % count),
+                                         [q for q in learn if q[1] != "PTR"])
+        ptr = dnsperf.run(run.main.port, ptr_file, run.sizes.scale_seconds, clients=clients,
+                          outstanding=outstanding)
+        ptr["drain_s"] = _drain(run, run.main.port)
+        mix = dnsperf.run(run.main.port, mix_file, run.sizes.scale_seconds, clients=clients,
+                          outstanding=SCALE_OUTSTANDING)
+        mix["drain_s"] = _drain(run, run.main.port)
+        rss = probes.rss_kib(proxy_pid)
+        first = first or (ptr["qps"], mix["qps"])
+        run.report.row(sec, "%d instances: one PTR answer" % count, ms(one), "ms",
+                       note="median of 3 single UDP queries")
+        run.report.row(sec, "%d instances: PTR qps" % count, ptr["qps"], "qps",
+                       note="-c %d -q %d; %s%d PTRs in the UDP answer, %s B; %.1f s to drain" % (
+                           clients, outstanding, "TC set, " if tc else "", n_ptr,
+                           ptr["response_size"], ptr["drain_s"]))
+        run.report.row(sec, "%d instances: SRV/TXT/A/AAAA qps" % count, mix["qps"], "qps",
+                       note="-c %d -q %d; %.1f s to drain" % (clients, SCALE_OUTSTANDING, mix["drain_s"]))
+        run.report.row(sec, "%d instances: proxy RSS" % count, rss / 1024.0, "MiB",
+                       note="cumulative: site and earlier rows still cached")
+        data[count] = dict(ptr=_strip(ptr), mix=_strip(mix), rss_kib=rss, tc=tc, ptrs_in_answer=n_ptr,
+                           one_ptr_s=one)
+    last = data[max(data)]
+    flat_ptr = last["ptr"]["qps"] / first[0] if first[0] else None
+    flat_mix = last["mix"]["qps"] / first[1] if first[1] else None
+    n_max = max(data)
+    run.report.row(sec, "PTR qps %d / 1 instance" % n_max, flat_ptr, "x", target="~1.0 (flat, >= 0.9)",
+                   ok=None if flat_ptr is None else flat_ptr >= 0.9)
+    run.report.row(sec, "SRV/TXT/A mix qps %d / 1" % n_max, flat_mix, "x", target="~1.0 (flat, >= 0.9)",
+                   ok=None if flat_mix is None else flat_mix >= 0.9)
+    run.report.detail("scaling", data)
+
+
+def _strip(t):
+    t = dict(t)
+    t.pop("latencies", None)
+    return t
+
+
+def held_tcp(run):
+    sec = "e. scaling"
+    n = run.sizes.tcp_held
+    held = probes.HeldTCP(run.main.port, n, "%s.%s" % (run.site.site_types[0], sitemod.ZONE))
+    try:
+        est = held.established(run.main.port)
+        b = run.udp_best
+        t = dnsperf.run(run.main.port, run.mixfile, run.sizes.dnsperf_seconds,
+                        clients=b["clients"], outstanding=b["outstanding"])
+        t.pop("latencies")
+        t["drain_s"] = _drain(run, run.main.port)
+        run.report.row(sec, "%d TCP conns held: UDP qps" % n, t["qps"], "qps",
+                       note="%d established, %d answered their query; peak without: %.0f; "
+                            "%.1f s to drain" % (est, held.answered, b["qps"], t["drain_s"]))
+        lat = latency_at_half_load(run, section=sec, label="%d TCP conns held: " % n)
+        rss = probes.rss_kib(run.main.pid)
+        run.report.row(sec, "%d TCP conns held: proxy RSS" % n, rss / 1024.0, "MiB")
+        run.report.detail("tcp_held", dict(count=n, established=est, answered=held.answered,
+                                           udp=t, latency=lat["proxy"], rss_kib=rss))
+    finally:
+        held.close()
+
+
+# --------------------------------------------------------------------------- f. optimistic
+def optimistic(run):
+    sec = "f. optimistic"
+    idle = 2
+    p = Proxy(run.lab, run.binary, OPTIMISTIC_PORT, "proxy-optimistic", idle_timeout=idle).start()
+    try:
+        names = ["%s.%s" % (t, sitemod.ZONE) for t in run.site.optimistic_types]
+        left = probes.warm([(n, "PTR") for n in names], p.port, log=run.log)
+        if left:
+            raise RuntimeError("optimistic types never answered: %r" % left[:3])
+        # the sweeper runs every max(1 s, idle/4): released within idle + 1 s
+        time.sleep(idle + 2.5)
+        before = probes.answer_counts(p.admin_port)
+        samples, ttls = [], []
+        for n in names:
+            r, secs = probes.ask(n, "PTR", p.port)
+            samples.append(secs if r is not None and r.answer else None)
+            ttls += [rr.ttl for rr in (r.answer if r is not None else [])]
+        after = probes.answer_counts(p.admin_port)
+        optimistic_n = after.get("optimistic", 0) - before.get("optimistic", 0)
+        p50, p95, good, failed = _ms_stats(samples)
+        run.report.row(sec, "released browse, answer p50", p50, "ms",
+                       target="~ cache hit, << cold miss",
+                       ok=None if p50 is None or run.cold_p50 is None else p50 < run.cold_p50 / 10,
+                       note="%d queries, %d optimistic (metrics), TTLs %s; idle timeout %d s" % (
+                           len(names), optimistic_n, sorted(set(ttls)), idle))
+        run.report.row(sec, "released browse, answer p95", p95, "ms")
+        run.report.row(sec, "cold miss p50 (from b.)", run.cold_p50, "ms")
+        run.report.detail("optimistic", dict(samples_s=samples, ttls=ttls, optimistic_answers=optimistic_n))
+    finally:
+        p.stop()
+
+
+# --------------------------------------------------------------------------- d. memory
+def memory(run):
+    sec = "d. memory"
+    p = Proxy(run.lab, run.binary, MEMORY_PORT, "proxy-memory").start()
+    try:
+        time.sleep(2.0)
+        idle = probes.rss_kib(p.pid)
+        run.report.row(sec, "proxy RSS idle", idle / 1024.0, "MiB", note="no browse yet")
+        site_services = [s for s in run.site.services if s.stype in run.site.site_types]
+        extra = [s for s in run.site.services if s.stype in run.site.memory_types]
+        steps = [(len(site_services), site_services), (len(site_services) + len(extra), extra)]
+        data = {"idle_kib": idle}
+        for total, services in steps:
+            left = probes.warm(sitemod.learn_queries(services), p.port, workers=32, log=run.log)
+            if left:
+                raise RuntimeError("%d learn queries never answered" % len(left))
+            time.sleep(1.0)
+            rss = probes.rss_kib(p.pid)
+            per = (rss - idle) * KIB / total
+            run.report.row(sec, "proxy RSS, %d instances known" % total, rss / 1024.0, "MiB",
+                           note="PTR+SRV+TXT of each (and A/AAAA of %d hosts) asked" % len(run.site.hosts))
+            run.report.row(sec, "bytes per instance (%d)" % total, per, "B", target="<= 2048 B",
+                           ok=per <= 2048)
+            data[total] = dict(rss_kib=rss, bytes_per_instance=per)
+        run.report.detail("memory", data)
+    finally:
+        p.stop()
