@@ -79,6 +79,13 @@ extension Message {
         let encoder = try LDNSMessageEncoder(self)
 
         guard self.questions.count <= 65535 else { throw .encoding("\(self.questions.count) questions") }
+        // Lower bounds on the size skip encodings that cannot fit: a browse of 1000 instances
+        // over UDP goes straight to TC instead of encoding 1000 PTRs plus their additionals.
+        let fixed = 12 + self.questions.reduce(0) { $0 + $1.name.wireLength + 4 } + (self.edns == nil ? 0 : 11)
+        let answerBound = (self.answers + self.authority).reduce(fixed) { $0 + $1.minimumWireLength }
+        if answerBound > limit {
+            return try Self.minimal(encoder, limit: limit)
+        }
         if self.answers.count <= 65535, self.authority.count <= 65535, self.additional.count <= 65535 {
             let full = try encoder.encode(
                 answers: encoder.answers, authority: encoder.authority, additional: encoder.additional,
@@ -87,8 +94,14 @@ extension Message {
             if full.count <= limit { return full }
         }
 
-        if let trimmed = try self.dropAdditionalRRsets(encoder, limit: limit) { return trimmed }
+        if let trimmed = try self.dropAdditionalRRsets(encoder, limit: limit, answerBound: answerBound) {
+            return trimmed
+        }
+        return try Self.minimal(encoder, limit: limit)
+    }
 
+    /// TC with only the header, question and OPT (RFC 2181 §9, RFC 6891 §7).
+    private static func minimal(_ encoder: LDNSMessageEncoder, limit: Int) throws(DNSWireError) -> [UInt8] {
         let minimal = try encoder.encode(answers: [], authority: [], additional: [], truncated: true)
         guard minimal.count <= limit else {
             throw .encoding("header, question and OPT need \(minimal.count) octets, limit is \(limit)")
@@ -98,7 +111,9 @@ extension Message {
 
     /// Keeps the longest prefix of additional RRsets (in order of first appearance) that fits,
     /// found by binary search; nil when answer and authority alone do not fit.
-    private func dropAdditionalRRsets(_ encoder: LDNSMessageEncoder, limit: Int) throws(DNSWireError) -> [UInt8]? {
+    private func dropAdditionalRRsets(
+        _ encoder: LDNSMessageEncoder, limit: Int, answerBound: Int
+    ) throws(DNSWireError) -> [UInt8]? {
         struct RRSetKey: Hashable {
             var name: DNSName
             var type: RRType
@@ -106,13 +121,19 @@ extension Message {
         }
         var setIndexByKey: [RRSetKey: Int] = [:]
         var setOfRecord: [Int] = []
+        /// Lower bound of the message size when keeping the first n sets, at [n].
+        var boundKeeping: [Int] = [answerBound]
         setOfRecord.reserveCapacity(self.additional.count)
         for record in self.additional {
             let key = RRSetKey(name: record.name, type: record.type, rrClass: record.rrClass)
             let index = setIndexByKey[key] ?? setIndexByKey.count
+            if index == setIndexByKey.count { boundKeeping.append(boundKeeping[index]) }
             setIndexByKey[key] = index
             setOfRecord.append(index)
+            boundKeeping[index + 1] += record.minimumWireLength
         }
+        // Bounds are cumulative (records of a set may come later), so fix them up in order.
+        for n in boundKeeping.indices.dropFirst() { boundKeeping[n] = max(boundKeeping[n], boundKeeping[n - 1]) }
 
         func attempt(keepingSets count: Int) throws(DNSWireError) -> [UInt8]? {
             var kept: [LDNSRRPointer] = []
@@ -132,7 +153,10 @@ extension Message {
         else { return nil }
         // Invariant: keeping `fits` sets fits, keeping `tooMany` does not.
         var fits = 0
-        var tooMany = setIndexByKey.count
+        // Keeping every set does not fit (the caller tried); nor does keeping any number of
+        // sets whose size bound is already over the limit.
+        var tooMany = boundKeeping.firstIndex { $0 > limit }.map { max(1, $0) } ?? setIndexByKey.count
+        tooMany = min(tooMany, setIndexByKey.count)
         while tooMany - fits > 1 {
             let middle = (fits + tooMany) / 2
             if let bytes = try attempt(keepingSets: middle) {
@@ -143,5 +167,23 @@ extension Message {
             }
         }
         return best
+    }
+}
+
+extension ResourceRecord {
+    /// The fewest octets this record can take in a message: a compressed owner (2), type,
+    /// class, TTL and RDLENGTH (10), and RDATA with every name compressed to a pointer (2).
+    var minimumWireLength: Int {
+        let rdata: Int
+        switch self.rdata {
+        case .a: rdata = 4
+        case .aaaa: rdata = 16
+        case .ptr, .cname, .ns, .dname, .nsec: rdata = 2
+        case .mx: rdata = 4
+        case .srv: rdata = 8
+        case .soa: rdata = 24
+        case .txt(let bytes), .raw(let bytes): rdata = bytes.count
+        }
+        return 12 + rdata
     }
 }
