@@ -135,11 +135,17 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // libFuzzer harnesses (decode, query path); scripts/fuzz.sh builds them with
+        // libFuzzer harnesses (decode, query path, TCP framing); scripts/fuzz.sh builds them with
         // -sanitize=fuzzer,address -DFUZZING. Without -DFUZZING it is a corpus replayer.
         .executableTarget(
             name: "fuzz-dns",
-            dependencies: ["DNSWire", "MDNS", "DiscoveryProxy", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "DNSWire", "MDNS", "DiscoveryProxy", "DNSServer",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
+            ],
             path: "Tests/Fuzz/DNS",
             swiftSettings: swiftSettings
         ),

@@ -3,10 +3,11 @@
 #
 #   scripts/fuzz.sh [TARGET] [RUNS] [extra libFuzzer flags...]
 #
-# TARGET: decode (DNSWire.Message(wire:) + encode(limit:), default) or query
-# (DiscoveryProxy.handle over a scripted mDNS backend). RUNS: executions (default 1000000;
+# TARGET: decode (DNSWire.Message(wire:) + encode(limit:), default), query
+# (DiscoveryProxy.handle over a scripted mDNS backend) or tcp (the DNS-over-TCP pipeline:
+# NIOExtras length framing + TCPDNSHandler on an EmbeddedChannel, input cut into chunks). RUNS: executions (default 1000000;
 # 0 or -1 = until stopped). Seeds: Tests/Fuzz/corpus/TARGET (read-only; new inputs go to
-# .build-fuzz/corpus/TARGET). Crashes are written to .build-fuzz/artifacts/.
+# .build-fuzz/corpus/TARGET). Crashes are written to .build-fuzz/crashes/TARGET/.
 # Not run by CI: CI runs only the unit tests (scripts/test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 target="${1:-decode}"
 runs="${2:-1000000}"
 shift $(( $# > 2 ? 2 : $# ))
-case "$target" in decode|query) ;; *) echo "usage: $0 [decode|query] [RUNS] [libFuzzer flags]" >&2; exit 2;; esac
+case "$target" in decode|query|tcp) ;; *) echo "usage: $0 [decode|query|tcp] [RUNS] [libFuzzer flags]" >&2; exit 2;; esac
 
 scratch=.build-fuzz
 mkdir -p "$scratch"
@@ -28,8 +29,11 @@ binary="$(swift build --scratch-path "$scratch" --product fuzz-dns --show-bin-pa
     -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING)/fuzz-dns"
 
 seeds="Tests/Fuzz/corpus/$target"
+# TCP streams: 2048 octets hold dozens of frames; longer inputs only slow the harness down.
+max_len=4096
+[ "$target" = tcp ] && max_len=2048
 work="$scratch/corpus/$target"
-artifacts="$scratch/artifacts/$target/"
+artifacts="$scratch/crashes/$target/"  # not artifacts/: SwiftPM empties that folder on every build
 mkdir -p "$work" "$artifacts"
 
 # ASan: leaks of process-lifetime caches are not bugs here; everything else aborts.
@@ -37,7 +41,7 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}"
 export FUZZ_TARGET="$target" SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=no}"
 log="$scratch/fuzz-$target.log"
 set +e
-"$binary" -runs="$runs" -max_len=4096 -print_final_stats=1 -artifact_prefix="$artifacts" \
+"$binary" -runs="$runs" -max_len="$max_len" -print_final_stats=1 -artifact_prefix="$artifacts" \
     "$@" "$work" "$seeds" 2>&1 | tee "$log" | grep -E '^(#[0-9]+ +(INITED|DONE|pulse)|==|SUMMARY|Done|stat::number_of_executed_units|artifact_prefix|Test unit written)'
 status=${PIPESTATUS[0]}
 set -e

@@ -128,6 +128,20 @@ struct DiscoveryProxyTests {
         #expect(cname.message?.answers.map(\.rdata) == [.cname(try DNSName("www.example.org."))])
     }
 
+    @Test("a .local RDATA name too long for the zone drops the record, never leaks .local (§5.5)")
+    func rdataNameTooLongForZone() throws {
+        // 250 octets under local. are 257 under lab1.example.: over RFC 1035's 255.
+        let long = [[UInt8]](arrayLiteral: Array(repeating: 0x61, count: 63), Array(repeating: 0x62, count: 63),
+                             Array(repeating: 0x63, count: 63), Array(repeating: 0x64, count: 39))
+        let target = try DNSName(labels: long + [Array("_long".utf8), Array("_tcp".utf8), Array("local".utf8)])
+        let h = Harness()
+        let reply = h.ask("_long._tcp.lab1.example.", .ptr)
+        h.backend.add("_long._tcp.local.", .ptr, .ptr(target))
+        h.backend.add("_long._tcp.local.", .ptr, .ptr(try DNSName("Short._long._tcp.local.")))
+        h.clock.advance(by: .milliseconds(50))
+        #expect(reply.message?.answers.map(\.rdata) == [.ptr(try DNSName("Short._long._tcp.lab1.example."))])
+    }
+
     @Test("link-local addresses are suppressed by default and shown when the option is off (§5.5.2)")
     func linkLocal() throws {
         for suppress in [true, false] {

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus under Tests/Fuzz/corpus/{decode,query}/ (run from the repo root).
+"""Writes the seed corpus under Tests/Fuzz/corpus/{decode,query,tcp}/ (run from the repo root).
 
 Real dig-style queries (browse, resolve, SOA, reverse, EDNS, TCP-style IDs) plus malformed
-ones. Both harnesses start from the same seeds; the decode corpus also gets some responses.
+ones. The decode and query harnesses start from the same seeds; the decode corpus also gets
+some responses. The tcp seeds follow TCPHarness.swift's layout: a control octet, chunk sizes,
+then a stream of length-prefixed messages whose first octet scripts the responder.
 """
 import os
 import struct
@@ -105,11 +107,34 @@ responses = {
         + opt(),
 }
 
+def frame(message):
+    return struct.pack(">H", len(message)) + message
+
+def tcp(control, cuts, *messages, tail=b""):
+    """control: bits 0-1 in-flight cap (1, 2, 3, default), 2 half-close, 3 complete a deferred
+    answer after each chunk, 4 complete the rest newest first."""
+    return bytes([control, len(cuts)]) + bytes(cuts) + b"".join(frame(m) for m in messages) + tail
+
+FAST, SLOW, SILENT = b"\x00", b"\x02", b"\x03"
+tcp_seeds = {
+    "tcp-one-fast": tcp(3, [], FAST + b"\x01query"),
+    "tcp-pipelined": tcp(3, [], FAST + b"a", SLOW + b"b", SILENT + b"c", FAST + b"d", SLOW + b"e"),
+    "tcp-cap1-halfclose": tcp(4, [0, 1, 2], SLOW + b"a", SLOW + b"b", FAST + b"c"),
+    "tcp-one-byte-chunks": tcp(2, [0], SLOW + b"x" * 20, FAST + b"y" * 3),
+    "tcp-zero-length": tcp(3, [], b"", FAST + b"after-empty", b""),
+    "tcp-partial-tail": tcp(7, [5], FAST + b"whole", tail=b"\xff\xff" + b"abc"),
+    "tcp-newest-first": tcp(0x1E, [3, 0], SLOW + b"1", SLOW + b"2", SLOW + b"3", SLOW + b"4", FAST + b"5"),
+    "tcp-max-answer": tcp(3, [], FAST + b"\xfe"),
+    "tcp-answer-too-big": tcp(7, [], FAST + b"\xff", FAST + b"next"),
+    "tcp-real-queries": tcp(0x0B, [11, 40], seeds["browse-ipp"], seeds["soa-apex"], seeds["resolve-srv"]),
+    "tcp-max-prefix-never-sent": tcp(3, [], FAST + b"a", tail=b"\xff\xff"),
+}
+
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
-for target, extra in (("decode", responses), ("query", {})):
+for target, data_set in (("decode", {**seeds, **responses}), ("query", seeds), ("tcp", tcp_seeds)):
     folder = os.path.join(root, target)
     os.makedirs(folder, exist_ok=True)
-    for key, data in {**seeds, **extra}.items():
+    for key, data in data_set.items():
         with open(os.path.join(folder, key), "wb") as f:
             f.write(data)
-print(len(seeds), "query seeds,", len(responses), "responses")
+print(len(seeds), "query seeds,", len(responses), "responses,", len(tcp_seeds), "tcp streams")

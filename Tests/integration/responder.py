@@ -6,12 +6,16 @@ large / binary / empty TXT, a host with link-local + routable addresses).
 Control on stdin, one command a line, each answered on stdout:
     add NAME      -> "OK added NAME"
     remove NAME   -> "OK removed NAME"   (sends mDNS goodbyes)
+    publish JSON  -> "OK published KEY"  a service not in ZC_SERVICES (soak, flap tests):
+                     {"name", "type", "port", "txt": [strings], "host"}; KEY is "name.type"
+    unpublish KEY -> "OK unpublished KEY"
     quit          -> exits
 Prints "READY" once every service is registered.
 """
 
 import argparse
 import asyncio
+import json
 import os
 import socket
 import sys
@@ -56,6 +60,18 @@ async def main():
         task = await azc.async_unregister_service(info)
         await task
 
+    async def publish(spec):
+        d = json.loads(spec)
+        host = d.get("host", lab.ZC_HOST)
+        info = ServiceInfo(
+            d["type"] + ".local.", "%s.%s.local." % (d["name"], d["type"]), port=d["port"],
+            properties=b"".join(bytes([len(t)]) + t for t in (s.encode() for s in d["txt"])),
+            server=host + ".local.", parsed_addresses=lab.ZC_HOSTS[host])
+        key = "%s.%s" % (d["name"], d["type"])
+        await (await azc.async_register_service(info))
+        registered[key] = info
+        return key
+
     await asyncio.gather(*(add(n) for n in lab.ZC_SERVICES))
     say("READY")
 
@@ -74,6 +90,11 @@ async def main():
             elif cmd == "remove":
                 await remove(arg)
                 say("OK removed " + arg)
+            elif cmd == "publish":
+                say("OK published " + await publish(arg))
+            elif cmd == "unpublish":
+                await remove(arg)
+                say("OK unpublished " + arg)
             elif cmd == "quit":
                 say("OK quit")
                 break

@@ -125,5 +125,12 @@ def test_1000_instances_browsable_and_resolvable(lab, many):
         if [list(t.strings) for t in txt] != [[b"i=%04d" % i]]:
             failures.append((_inst(i), "TXT", txt.to_text()))
     print("resolved SRV+TXT of %d instances in %.1fs (%d retries)" % (COUNT, t_resolve, retries))
+    # Limits (issue 5, hostile far-link data): 2001 browses stay within the avahi object
+    # budget (8192) and the proxy's resident memory stays bounded.
+    from test_hostile import browses_active, proxy_rss_kib
+    browses, rss = browses_active(PORT + 3000), proxy_rss_kib(lab, "proxy-scale")
+    print("proxy-scale after %d instances: %d browses active, RSS %d KiB" % (COUNT, browses, rss))
+    assert 2 * COUNT < browses <= 8192, browses
+    assert rss < 256 * 1024, "RSS %d KiB" % rss
     assert not failures, "%d of %d instances not resolvable: %s" % (
         len(failures), COUNT, failures[:10])

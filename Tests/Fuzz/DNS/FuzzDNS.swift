@@ -18,12 +18,12 @@ import Glibc
 #endif
 
 enum FuzzTarget: String {
-    case decode, query
+    case decode, query, tcp
 
     static let selected: FuzzTarget = {
         guard let raw = getenv("FUZZ_TARGET") else { return .decode }
         guard let target = FuzzTarget(rawValue: String(cString: raw)) else {
-            fatalError("FUZZ_TARGET must be decode or query")
+            fatalError("FUZZ_TARGET must be decode, query or tcp")
         }
         return target
     }()
@@ -32,6 +32,7 @@ enum FuzzTarget: String {
         switch self {
         case .decode: DecodeHarness.run(bytes)
         case .query: QueryHarness.run(bytes)
+        case .tcp: TCPHarness.run(bytes)
         }
     }
 }
