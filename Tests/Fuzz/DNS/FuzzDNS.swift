@@ -32,7 +32,12 @@ enum FuzzTarget: String {
         switch self {
         case .decode: DecodeHarness.run(bytes)
         case .query: QueryHarness.run(bytes)
-        case .tcp: TCPHarness.run(bytes)
+        case .tcp:
+            #if DEBUG
+            TCPHarness.run(bytes)
+            #else
+            fatalError("FUZZ_TARGET=tcp needs a debug build (scripts/fuzz.sh)")
+            #endif
         }
     }
 }
