@@ -45,6 +45,8 @@ struct QueryContext: Sendable {
     var started: Duration
     /// The proxy's epoch when the query arrived, for its `ReplayTicket`.
     var epoch: UInt64
+    /// How long its answer may be replayed before the proxy is asked again.
+    var replayLifetime: Duration
     var transport: String
     var qtype: String
     var limit: Int

@@ -146,8 +146,9 @@ public final class DiscoveryProxy: Sendable {
         state.withLock { $0.stats.queries += 1 }
         let catalog = self.catalog
         var context = QueryContext(
-            started: scheduler.now(), epoch: epoch, transport: overTCP ? "tcp" : "udp", qtype: "none",
-            limit: 512, respond: respond)
+            started: scheduler.now(), epoch: epoch,
+            replayLifetime: ReplayTicket.lifetime(browseIdleTimeout: catalog.configuration.browseIdleTimeout),
+            transport: overTCP ? "tcp" : "udp", qtype: "none", limit: 512, respond: respond)
         let query: Message
         do {
             query = try Message(wire: bytes)
@@ -653,7 +654,7 @@ public final class DiscoveryProxy: Sendable {
             bytes == nil || sent.rcode != message.rcode
                 ? nil
                 : ReplayTicket(
-                    epoch: context.epoch, kind: kind, transport: context.transport, qtype: context.qtype, rcode: rcode)
+                    epoch: context.epoch, lifetime: context.replayLifetime, kind: kind, transport: context.transport, qtype: context.qtype, rcode: rcode)
         }
         context.respond(ProxyReply(bytes: bytes, replay: ticket))
         metrics.answered(

@@ -10,6 +10,10 @@
 public struct ReplayTicket: Sendable {
     /// The proxy's epoch when the query started; current while it has not moved.
     let epoch: UInt64
+    /// How long a front end may replay the answer before asking the proxy again (whether it is
+    /// current is the epoch's business, not age's): a quarter of the browse idle timeout, so
+    /// that the browses replayed answers come from stay in use, and at most 10 s.
+    public let lifetime: Duration
     let kind: Kind
     let transport: String
     let qtype: String
@@ -20,6 +24,10 @@ public struct ReplayTicket: Sendable {
         case hit
         case immediate
         case refused
+    }
+
+    static func lifetime(browseIdleTimeout: Duration) -> Duration {
+        min(.seconds(10), browseIdleTimeout / 4)
     }
 }
 

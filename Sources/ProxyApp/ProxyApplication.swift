@@ -31,13 +31,9 @@ struct ProxyResponder: DNSResponder {
         }
     }
 
-    /// Replayed answers are re-asked of the proxy after this long (whether current is decided
-    /// by the epoch, not by age): a quarter of the idle timeout, so the browses they come
-    /// from stay in use (`browse-idle-timeout`), and at most 10 s.
     private static func replay(_ ticket: ReplayTicket, of proxy: DiscoveryProxy) -> DNSAnswerReplay {
-        let lifetime = min(.seconds(10), proxy.catalog.configuration.browseIdleTimeout / 4)
-        return DNSAnswerReplay(
-            lifetime: lifetime, isCurrent: { proxy.isCurrent(ticket) },
+        DNSAnswerReplay(
+            lifetime: ticket.lifetime, isCurrent: { proxy.isCurrent(ticket) },
             replayed: { proxy.replayed(ticket, count: $0) })
     }
 }
