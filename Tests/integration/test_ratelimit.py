@@ -206,14 +206,20 @@ max-browses: %d
 """ % MAX_BROWSES
 
 
-@pytest.fixture(scope="module")
-def bounded_proxy(lab, tmp_path_factory):
-    path = tmp_path_factory.mktemp("flood") / "flood.yaml"
-    path.write_text(FLOOD_YAML)
-    proc = lab.start_proxy(name="proxy-flood", port=FLOOD_PORT, v6=False,
+def _configured_proxy(lab, tmp_path_factory, name, port, yaml):
+    """A second proxy (IPv4 loopback only) started with `yaml` as its config file; stopped
+    when the fixture that yields from this generator ends."""
+    path = tmp_path_factory.mktemp(name) / (name + ".yaml")
+    path.write_text(yaml)
+    proc = lab.start_proxy(name=name, port=port, v6=False,
                            extra_args=["--config", str(path), "--log-level", "info"])
     yield proc
-    lab.stop_proc("proxy-flood")
+    lab.stop_proc(name)
+
+
+@pytest.fixture(scope="module")
+def bounded_proxy(lab, tmp_path_factory):
+    yield from _configured_proxy(lab, tmp_path_factory, "proxy-flood", FLOOD_PORT, FLOOD_YAML)
 
 
 def _udp_snmp():
@@ -312,12 +318,7 @@ rate-limit:
 
 @pytest.fixture(scope="module")
 def rrl_proxy(lab, tmp_path_factory):
-    path = tmp_path_factory.mktemp("rrl") / "rrl.yaml"
-    path.write_text(RRL_YAML)
-    proc = lab.start_proxy(name="proxy-rrl", port=RRL_PORT, v6=False,
-                           extra_args=["--config", str(path), "--log-level", "info"])
-    yield proc
-    lab.stop_proc("proxy-rrl")
+    yield from _configured_proxy(lab, tmp_path_factory, "proxy-rrl", RRL_PORT, RRL_YAML)
 
 
 def _udp_burst(port, count, src="127.0.0.1", qname=L.ZONE1, pause_every=0):
