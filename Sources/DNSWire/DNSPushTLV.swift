@@ -15,16 +15,13 @@ public struct PushSubscribe: Hashable, Sendable {
 
     public init(tlv: DSOTLV) throws(DSOError) {
         var reader = TLVReader(tlv.data)
-        name = try reader.name()
-        type = RRType(try reader.u16())
-        rrClass = RRClass(try reader.u16())
+        (name, type, rrClass) = try reader.owner()
         guard reader.atEnd else { throw .malformed("SUBSCRIBE has \(reader.remaining) trailing octets") }
     }
 
     public var tlv: DSOTLV {
-        var data = name.wireBytes
-        data.appendU16(type.rawValue)
-        data.appendU16(rrClass.rawValue)
+        var data = [UInt8]()
+        data.appendOwner(name, type, rrClass)
         return DSOTLV(type: DSOTLV.subscribeType, data: data)
     }
 }
@@ -45,16 +42,13 @@ public struct PushReconfirm: Hashable, Sendable {
 
     public init(tlv: DSOTLV) throws(DSOError) {
         var reader = TLVReader(tlv.data)
-        name = try reader.name()
-        type = RRType(try reader.u16())
-        rrClass = RRClass(try reader.u16())
+        (name, type, rrClass) = try reader.owner()
         rdata = reader.rest()
     }
 
     public var tlv: DSOTLV {
-        var data = name.wireBytes
-        data.appendU16(type.rawValue)
-        data.appendU16(rrClass.rawValue)
+        var data = [UInt8]()
+        data.appendOwner(name, type, rrClass)
         data.append(contentsOf: rdata)
         return DSOTLV(type: DSOTLV.reconfirmType, data: data)
     }
@@ -117,9 +111,7 @@ public struct PushChange: Hashable, Sendable {
     public var wireLength: Int { name.wireLength + 10 + rdata.count }
 
     func append(to data: inout [UInt8]) {
-        data.append(contentsOf: name.wireBytes)
-        data.appendU16(type.rawValue)
-        data.appendU16(rrClass.rawValue)
+        data.appendOwner(name, type, rrClass)
         data.appendU32(ttl)
         data.appendU16(UInt16(clamping: rdata.count))
         data.append(contentsOf: rdata)
@@ -136,9 +128,7 @@ public struct PushNotification: Hashable, Sendable {
         var reader = TLVReader(tlv.data)
         var changes: [PushChange] = []
         while !reader.atEnd {
-            let name = try reader.name()
-            let type = RRType(try reader.u16())
-            let rrClass = RRClass(try reader.u16())
+            let (name, type, rrClass) = try reader.owner()
             let ttl = try reader.u32()
             let length = Int(try reader.u16())
             let rdata = try reader.bytes(length)
@@ -204,6 +194,12 @@ struct TLVReader {
         return Array(data[index..<(index + count)])
     }
 
+    /// The name, type and class that start SUBSCRIBE, RECONFIRM and each PUSH change record.
+    mutating func owner() throws(DSOError) -> (DNSName, RRType, RRClass) {
+        let name = try name()
+        return (name, RRType(try u16()), RRClass(try u16()))
+    }
+
     mutating func rest() -> [UInt8] {
         defer { index = data.count }
         return Array(data[index...])
@@ -225,5 +221,14 @@ struct TLVReader {
         } catch {
             throw .malformed("name: \(error)")
         }
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Writes what `TLVReader.owner()` reads: an uncompressed name (RFC 8765 §6.2), type, class.
+    mutating func appendOwner(_ name: DNSName, _ type: RRType, _ rrClass: RRClass) {
+        append(contentsOf: name.wireBytes)
+        appendU16(type.rawValue)
+        appendU16(rrClass.rawValue)
     }
 }
