@@ -2,7 +2,7 @@
 cold-miss latency next to avahi-browse, hit latency at half load, memory per instance,
 scaling, optimistic answers. Runs in the integration suite's namespace lab.
 
-Usage (root): scripts/bench.sh [--smoke] [--json OUT] [--proxy-bin PATH] [--profile DIR]"""
+Usage (root): scripts/bench.sh [--smoke] [--json OUT] [--proxy-bin PATH] [--profile DIR] [--only ROWS]"""
 
 from __future__ import annotations
 
@@ -39,7 +39,26 @@ def parse_args(argv):
     ap.add_argument("--profile", metavar="DIR",
                     help="also record the proxy with perf (cpu-clock, DWARF call graphs) under the UDP "
                          "cache-hit load; writes DIR/perf.data, DIR/perf-self.txt, DIR/perf-inclusive.txt")
+    ap.add_argument("--only", metavar="ROWS", type=_rows,
+                    help="run only these rows, comma-separated, of: %s (warming and the reference "
+                         "servers come along where a row needs them; latency needs throughput)" % ", ".join(ROWS))
     return ap.parse_args(argv)
+
+
+ROWS = ("cold", "throughput", "latency", "scaling", "tcp-held", "optimistic", "memory")
+
+
+def _rows(text):
+    rows = [r.strip() for r in text.split(",") if r.strip()]
+    unknown = [r for r in rows if r not in ROWS]
+    if unknown or not rows:
+        raise argparse.ArgumentTypeError("unknown row %r; rows are %s" % (
+            (unknown or [text])[0], ", ".join(ROWS)))
+    if "latency" in rows and "throughput" not in rows:
+        rows.append("throughput")  # the half load is half the measured UDP peak
+    if "tcp-held" in rows and "throughput" not in rows:
+        rows.append("throughput")
+    return set(rows)
 
 
 def raise_fd_limit():
@@ -80,37 +99,49 @@ def main(argv):
         sizes=sizes.__dict__, published_instances=len(site.services)))
     lab_ = lab.Lab(**sitemod.lab_options())
     run = phases.Run(lab_, site, report, binary, log)
+    want = args.only or set(ROWS)
+    main_rows = want & {"cold", "throughput", "latency", "scaling", "tcp-held"}
     try:
         log("lab: starting namespaces, dbus, avahi-daemons")
         lab_.start(with_proxy=False)
         log("lab: publishing %d bench instances on link 2" % len(site.services))
         sitemod.start_responder(lab_, site)
-        run.main = Proxy(lab_, binary, MAIN_PORT, "proxy").start()
-        report.meta["main_proxy_idle_rss_kib"] = probes.rss_kib(run.main.pid)
-        log("b. cold-miss latency")
-        phases.cold_miss(run)
-        log("warming the site (%d instances)" % (sizes.site_types * sizes.site_instances))
-        queries = phases.warm_site(run)
-        log("static zone from the proxy's answers; starting knotd and nsd")
-        phases.start_references(run, queries)
-        log("a. cache-hit throughput (UDP, TCP)")
-        phases.throughput(run)
-        log("c. cache-hit latency at 50% of peak")
-        phases.latency_at_half_load(run)
-        if args.profile:
+        if main_rows:
+            run.main = Proxy(lab_, binary, MAIN_PORT, "proxy").start()
+            report.meta["main_proxy_idle_rss_kib"] = probes.rss_kib(run.main.pid)
+        if "cold" in want:
+            log("b. cold-miss latency")
+            phases.cold_miss(run)
+        if main_rows - {"cold"}:
+            log("warming the site (%d instances)" % (sizes.site_types * sizes.site_instances))
+            queries = phases.warm_site(run)
+        if "throughput" in want:
+            log("static zone from the proxy's answers; starting knotd and nsd")
+            phases.start_references(run, queries)
+            log("a. cache-hit throughput (UDP, TCP)")
+            phases.throughput(run)
+        if "latency" in want:
+            log("c. cache-hit latency at 50% of peak")
+            phases.latency_at_half_load(run)
+        if args.profile and "throughput" in want:
             log("profile: perf record (DWARF call graphs) of the proxy under UDP cache-hit load")
             perfprofile.record(run, os.path.abspath(args.profile))
-        log("e. scaling")
-        phases.scaling(run)
-        log("e. %d TCP connections held" % sizes.tcp_held)
-        phases.held_tcp(run)
+        if "scaling" in want:
+            log("e. scaling")
+            phases.scaling(run)
+        if "tcp-held" in want:
+            log("e. %d TCP connections held" % sizes.tcp_held)
+            phases.held_tcp(run)
         lab_.stop_proc("knotd")
         lab_.stop_proc("nsd")
-        log("f. optimistic answers")
-        phases.optimistic(run)
-        run.main.stop()
-        log("d. memory")
-        phases.memory(run)
+        if "optimistic" in want:
+            log("f. optimistic answers")
+            phases.optimistic(run)
+        if run.main:
+            run.main.stop()
+        if "memory" in want:
+            log("d. memory")
+            phases.memory(run)
         report.meta["seconds"] = round(time.monotonic() - started, 1)
         report.meta["load_at_end"] = os.getloadavg()
     except BaseException:

@@ -36,7 +36,7 @@ class Sizes:
 
     @staticmethod
     def full():
-        return Sizes(site_types=20, site_instances=25, hosts=50, cold_types=20,
+        return Sizes(site_types=20, site_instances=25, hosts=50, cold_types=40,
                      scale_counts=(1, 10, 100, 1000), memory_counts=(500, 5000), tcp_held=1000,
                      dnsperf_seconds=8, dnsperf_settings=((1, 100), (4, 200), (8, 500)),
                      latency_seconds=10, scale_seconds=5)

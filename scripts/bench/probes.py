@@ -79,6 +79,12 @@ def answer_counts(admin_port):
     return out
 
 
+def metric_sum(admin_port, name):
+    """The sum of every sample of `name` (all label sets) on the proxy's /metrics."""
+    pat = r'^%s(?:\{[^}]*\})?\s+([\d.e+-]+)' % re.escape(name)
+    return sum(float(m.group(1)) for m in re.finditer(pat, metrics(admin_port), re.MULTILINE))
+
+
 def rss_kib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
