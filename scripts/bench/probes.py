@@ -1,5 +1,6 @@
 """Single-query probes in the router namespace: timed dnspython queries, warming,
-avahi-browse's first result, held TCP connections, the proxy's RSS and metrics."""
+avahi-browse's first result (alone and paired with the proxy's), held TCP connections,
+the proxy's RSS and metrics."""
 
 from __future__ import annotations
 
@@ -96,31 +97,74 @@ def rss_kib(pid):
 def avahi_first(lab_, stype, timeout=8.0, cache_only=False):
     """Seconds from starting `avahi-browse -p` in the router namespace to its first
     instance line for `stype` (None if none within `timeout`)."""
+    start = time.perf_counter()
+    p = _avahi_browse(lab_, stype, cache_only)
+    try:
+        line = _first_instance_line(p, start + timeout)
+        return None if line is None else line - start
+    finally:
+        _stop(p)
+
+
+def paired_first(lab_, stype, qname, port, startup, timeout=8.0):
+    """A fresh type asked of avahi-browse and of the proxy together: `avahi-browse -p stype`
+    starts at t_a, the proxy's PTR query for `qname` goes out (from a thread, while this one
+    reads avahi-browse) at t_q = t_a + `startup`, when avahi-browse's browser exists. Both
+    browsers have the same key, so avahi-daemon sends one mDNS query for them and both
+    see the same first response: the mDNS timing (RFC 6762 §5.2 query deferral, §6
+    responder delay) is common to the pair and cancels out of proxy - avahi.
+    Returns (avahi, proxy, lag) in seconds: avahi = first instance line - t_a - startup,
+    proxy = answer - t_q (each None without a line / an answer with records within
+    `timeout`), lag = t_q - t_a - startup (how late the query went out)."""
+    def query():
+        time.sleep(max(0.0, start + startup - time.perf_counter()))
+        sent = time.perf_counter()
+        r, secs = ask(qname, "PTR", port, timeout=timeout)
+        return sent, (secs if r is not None and r.answer else None)
+
+    start = time.perf_counter()
+    p = _avahi_browse(lab_, stype, cache_only=False)
+    try:
+        with ThreadPoolExecutor(1) as ex:
+            proxy = ex.submit(query)
+            line = _first_instance_line(p, start + timeout)
+            sent, proxy_s = proxy.result()
+    finally:
+        _stop(p)
+    avahi_s = None if line is None else line - start - startup
+    return avahi_s, proxy_s, sent - start - startup
+
+
+def _avahi_browse(lab_, stype, cache_only):
     env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=lab_.dbus_addr)
     cmd = ["ip", "netns", "exec", lab.NS_R, "stdbuf", "-oL", "avahi-browse", "-p"]
     cmd += ["-c"] if cache_only else []
-    start = time.perf_counter()
-    p = subprocess.Popen(cmd + [stype], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-    try:
-        deadline = start + timeout
-        buf = b""
-        while time.perf_counter() < deadline:
-            ready, _w, _x = select.select([p.stdout], [], [], max(0.0, deadline - time.perf_counter()))
-            if not ready:
-                break
-            chunk = os.read(p.stdout.fileno(), 4096)
-            if not chunk:
-                break
-            buf += chunk
-            if any(line.startswith(b"+;") for line in buf.split(b"\n")):
-                return time.perf_counter() - start
-        return None
-    finally:
-        lab.kill_pid(p.pid)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            p.wait(3)
-        p.stdout.close()
+    return subprocess.Popen(cmd + [stype], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+
+
+def _first_instance_line(p, deadline):
+    """time.perf_counter() when avahi-browse printed its first instance ("+;...") line,
+    None if it printed none before `deadline` (or exited)."""
+    buf = b""
+    while time.perf_counter() < deadline:
+        ready, _w, _x = select.select([p.stdout], [], [], max(0.0, deadline - time.perf_counter()))
+        if not ready:
+            break
+        chunk = os.read(p.stdout.fileno(), 4096)
+        if not chunk:
+            break
+        buf += chunk
+        if any(line.startswith(b"+;") for line in buf.split(b"\n")):
+            return time.perf_counter()
+    return None
+
+
+def _stop(p):
+    lab.kill_pid(p.pid)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        p.wait(3)
+    p.stdout.close()
 
 
 class HeldTCP:
