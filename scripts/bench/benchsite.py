@@ -25,7 +25,7 @@ class Sizes:
     site_types: int
     site_instances: int          # per site type
     hosts: int
-    cold_types: int              # per probe (proxy, avahi-browse, optimistic)
+    cold_types: int              # per probe (proxy, avahi-browse, paired, optimistic)
     scale_counts: tuple          # instances of one type for the scaling rows
     memory_counts: tuple         # instances known for the memory rows (first = the site)
     tcp_held: int                # concurrent TCP connections held open
@@ -66,6 +66,7 @@ class Site:
     site_types: list = field(default_factory=list)
     cold_proxy_types: list = field(default_factory=list)
     cold_avahi_types: list = field(default_factory=list)
+    cold_paired_types: list = field(default_factory=list)  # asked of avahi-browse and the proxy at once
     optimistic_types: list = field(default_factory=list)
     scale_types: dict = field(default_factory=dict)    # count -> type
     memory_types: list = field(default_factory=list)   # types beyond the site, 25 instances each
@@ -99,7 +100,7 @@ def build(sizes: Sizes) -> Site:
         site.site_types.append(stype)
         add(stype, sizes.site_instances, "Site %02d" % t, start=t * sizes.site_instances)
     for prefix, target in (("_bc", site.cold_proxy_types), ("_ba", site.cold_avahi_types),
-                           ("_bo", site.optimistic_types)):
+                           ("_bp", site.cold_paired_types), ("_bo", site.optimistic_types)):
         for t in range(sizes.cold_types):
             stype = "%s%02d._tcp" % (prefix, t)
             target.append(stype)
