@@ -116,7 +116,7 @@ public struct DNSSDClient: Sendable {
                 seen.insert(target).inserted
             else { continue }
             let rest = target.parent
-            let instanceDomain = rest.labels.count >= type.count ? DNSName.suffix(of: rest, dropping: type.count) : domain
+            let instanceDomain = rest.labelCount >= type.count ? rest.dropping(labels: type.count) : domain
             out.append(
                 ServiceInstance(instance: first, type: type, domain: instanceDomain, fullName: target, ttl: record.ttl))
         }
@@ -247,12 +247,5 @@ public struct DNSSDClient: Sendable {
             throw error
         }
         return response.answers.filter { $0.name == question.name && $0.type == question.type }
-    }
-}
-
-extension DNSName {
-    /// `name` without its first `count` labels.
-    static func suffix(of name: DNSName, dropping count: Int) -> DNSName {
-        (try? DNSName(labels: Array(name.labels.dropFirst(count)))) ?? name
     }
 }

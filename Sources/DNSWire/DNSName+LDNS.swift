@@ -1,18 +1,6 @@
 internal import CLDNS
 
 extension DNSName {
-    /// The uncompressed wire form: each label as a length octet plus its bytes, then the root octet.
-    public var wireBytes: [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(self.wireLength)
-        for label in self.labels {
-            out.append(UInt8(truncatingIfNeeded: label.count))
-            out.append(contentsOf: label)
-        }
-        out.append(0)
-        return out
-    }
-
     /// Decodes one uncompressed wire-format name that spans all of `wire`.
     public init(wire: [UInt8]) throws(DNSWireError) {
         var position = 0
@@ -35,32 +23,20 @@ extension DNSName {
             throw .malformed("expected a domain name")
         }
         let bytes = LDNSRdf.bytes(rdf)
-        var labels: [[UInt8]] = []
         var index = 0
         while index < bytes.count, bytes[index] != 0 {
             let length = Int(bytes[index])
             guard length <= 63, index + 1 + length < bytes.count else { throw .malformed("bad domain name") }
-            labels.append(Array(bytes[(index + 1)...(index + length)]))
             index += 1 + length
         }
         guard index == bytes.count - 1 else { throw .malformed("bad domain name") }
-        do {
-            try self.init(labels: labels)
-        } catch {
-            throw .malformed("domain name: \(error)")
-        }
+        guard bytes.count <= 255 else { throw .malformed("domain name: \(DNSNameError.nameTooLong(bytes.count))") }
+        self.init(uncheckedWire: bytes)
     }
 
-    /// A new ldns DNAME rdf built from the labels (never from presentation text).
+    /// A new ldns DNAME rdf built from the wire form (never from presentation text).
     func makeLDNSDname() throws(DNSWireError) -> LDNSRdfPointer {
-        var length = 1
-        for label in self.labels {
-            guard (1...63).contains(label.count) else {
-                throw .encoding("label of \(label.count) octets in \(self)")
-            }
-            length += label.count + 1
-        }
-        guard length <= 255 else { throw .encoding("name of \(length) octets: \(self)") }
-        return try LDNSRdf.make(LDNS_RDF_TYPE_DNAME, self.wireBytes)
+        // Every DNSName is well formed (labels 1...63 octets, at most 255 in all) by construction.
+        try LDNSRdf.make(LDNS_RDF_TYPE_DNAME, self.wireBytes)
     }
 }

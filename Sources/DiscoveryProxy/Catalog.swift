@@ -91,7 +91,7 @@ public struct Catalog: Sendable {
         if isReverse {
             localName = question.name  // §5.4: reverse queries go to mDNS unchanged.
         } else {
-            guard let mapped = try? DNSName(labels: relative + Catalog.local.labels) else {
+            guard let mapped = question.name.replacingSuffix(origin, with: Catalog.local) else {
                 return .immediate(zone: origin, answers: [])
             }
             localName = mapped

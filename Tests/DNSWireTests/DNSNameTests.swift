@@ -87,4 +87,49 @@ import Testing
         #expect(throws: DNSWireError.self) { try DNSName(wire: [1, 0x61, 0, 0]) }  // trailing octet
         #expect(throws: DNSWireError.self) { try DNSName(wire: [64] + Array(repeating: 0x61, count: 64) + [0]) }
     }
+
+    @Test func suffixOperationsWorkOnLabelBoundariesOnly() throws {
+        let zone = try DNSName("Example.")
+        let name = try DNSName(#"My\032Printer._ipp._tcp.example."#)
+        #expect(name.isSubdomain(of: zone))
+        #expect(name.isSubdomain(of: name))
+        #expect(name.isSubdomain(of: .root))
+        #expect(!(try DNSName("xexample.")).isSubdomain(of: zone))  // same bytes, not a label boundary
+        #expect(!(try DNSName(#"a\005example.com."#)).isSubdomain(of: try DNSName("example.com.")))
+        #expect(!zone.isSubdomain(of: name))
+        #expect(name.labels(before: zone) == [Array("My Printer".utf8), Array("_ipp".utf8), Array("_tcp".utf8)])
+        #expect(name.labels(before: try DNSName("other.")) == nil)
+        let local = try #require(name.replacingSuffix(zone, with: try DNSName("local.")))
+        #expect(local.description == #"My\032Printer._ipp._tcp.local."#)
+        let wide = try DNSName(labels: Array(repeating: [UInt8](repeating: 0x78, count: 63), count: 3))
+        let label63 = try DNSName(labels: [[UInt8](repeating: 0x79, count: 63)])
+        #expect(wide.replacingSuffix(.root, with: label63) == nil)  // 257 octets
+        #expect(wide.replacingSuffix(.root, with: try DNSName("y.")) != nil)
+    }
+
+    @Test func labelCountParentAndDropping() throws {
+        let name = try DNSName("a.b.c.")
+        #expect(name.labelCount == 3)
+        #expect(DNSName.root.labelCount == 0)
+        #expect(name.firstLabel.map(Array.init) == Array("a".utf8))
+        #expect(DNSName.root.firstLabel == nil)
+        #expect(name.parent == (try DNSName("b.c.")))
+        #expect(DNSName.root.parent == .root)
+        #expect(name.dropping(labels: 2) == (try DNSName("c.")))
+        #expect(name.dropping(labels: 9) == .root)
+        #expect(name.dropping(labels: 0) == name)
+        #expect(try name.prepending([Array("x y".utf8)]).description == #"x\032y.a.b.c."#)
+        #expect(throws: DNSNameError.emptyLabel(after: nil)) { try name.prepending([[]]) }
+    }
+
+    @Test func equalNamesHashEquallyWhateverTheirCase() throws {
+        let pairs = [("A.EXAMPLE.", "a.example."), (#"Caf\195\169.Lab1.example."#, #"caf\195\169.lab1.EXAMPLE."#),
+                     ("ABCDEFGHIJKLMNOPQRSTUVWXYZ.x.", "abcdefghijklmnopqrstuvwxyz.X.")]
+        for (a, b) in pairs {
+            #expect(try DNSName(a) == DNSName(b))
+            #expect(try DNSName(a).hashValue == DNSName(b).hashValue)
+        }
+        #expect(try DNSName("ab.c.") != DNSName("a.bc."))  // same letters, other labels
+        #expect(try DNSName(#"\195\169.x."#) != DNSName(#"\195\137.x."#))  // only ASCII folds (é vs É)
+    }
 }
