@@ -14,10 +14,13 @@ MAIN_PORT, OPTIMISTIC_PORT, MEMORY_PORT = 5300, 5301, 5302
 # starts ~10000 mDNS queries (default 20/s per link, RFC 8766 §9.3) and uses more avahi
 # objects than the default budget; 1000 TCP connections from one client address need a
 # per-client limit above the default 64, and an idle timeout longer than the scaling run.
+# 5000 instances fully known (PTR, SRV, TXT) are ~10000 live browses: above the default
+# max-browses of 4096, which would evict and so understate the memory row.
 CONFIG = """\
 links: []
 mdns-query-rate: 2000
 mdns-query-burst: 4000
+max-browses: 16384
 browse-idle-timeout: {idle}
 tcp:
   idle-timeout: 600
