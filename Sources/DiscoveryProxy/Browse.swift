@@ -64,7 +64,7 @@ struct QueryContext: Sendable {
 /// One live mDNS query and what it has found so far: the cache entry of the proxy.
 struct Browse: Sendable {
     var generation: Int
-    var records: [MDNSRecord: CachedRecord] = [:]
+    var records = MDNSRecordTable<CachedRecord>()
     var nextOrder = 0
     /// When the mDNS query began (or will begin, when rate-limited); a browse older than the
     /// negative timeout with no records is a known negative.

@@ -109,7 +109,7 @@ extension DiscoveryProxy {
                 browse.isEstablished(now: now, negativeTimeout: configuration.negativeTimeout)
             else { return .none }
             if let held = browse.records.first(where: { $0.value.type == request.type && $0.value.rdata == rdata }) {
-                return .verify(held.key)
+                return .verify(held.record)
             }
             return .removed(
                 state.subscriptions.subscribers(of: key).map {

@@ -417,7 +417,9 @@ public final class DiscoveryProxy: Sendable {
         var firstResultAfter: Duration?
         var pushes: [PushDelivery] = []
         let follow: Follow = state.withLock { state in
-            guard var browse = state.browses[key], browse.generation == generation else { return .none }
+            // Taken out and put back, so that its record table is not shared (copied) while changed.
+            guard state.browses[key]?.generation == generation, var browse = state.browses.removeValue(forKey: key)
+            else { return .none }
             defer { state.browses[key] = browse }
             switch event {
             case .added(let record):

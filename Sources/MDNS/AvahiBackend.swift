@@ -138,7 +138,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
         guard index != 0, let interfaceIndex = Int32(exactly: index) else {
             throw .unknownInterface(question.interface)
         }
-        guard let avahiName = AvahiName.escape(question.name) else {
+        guard AvahiName.escape(question.name) != nil else {
             throw .daemon("the name \(question.name) cannot be expressed to avahi (NUL byte or invalid UTF-8)")
         }
         let query = try self.withPollLock { () throws(MDNSError) -> Query in
@@ -152,7 +152,6 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                 backend: self,
                 question: question,
                 interfaceIndex: interfaceIndex,
-                avahiName: avahiName,
                 handler: handler
             )
             try self.place(query)
@@ -265,7 +264,10 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
 
     /// Returns `AVAHI_OK` or the avahi error code.
     private func createBrowser(_ query: Query, client: OpaquePointer) -> Int32 {
-        let browser = query.avahiName.withCString { name in
+        // The text is made again for each browser (also after a reconnect) rather than kept
+        // with the query: ~90 bytes per live query, and startQuery has checked it can be made.
+        guard let avahiName = AvahiName.escape(query.question.name) else { return Int32(AVAHI_ERR_INVALID_DOMAIN_NAME) }
+        let browser = avahiName.withCString { name in
             avahi_record_browser_new(
                 client,
                 query.interfaceIndex,
@@ -485,7 +487,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                 query.browser = nil
                 avahi_record_browser_free(browser)
             }
-            query.records = [:]
+            query.records.removeAll()
             guard !query.cancelled, !query.failedSinceStart else { continue }
             query.failedSinceStart = true
             self.emit(.failed(reason), to: query)
@@ -554,7 +556,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
             let error = avahi_client_errno(avahi_record_browser_get_client(browser))
             query.browser = nil
             avahi_record_browser_free(browser)  // safe inside its own callback
-            query.records = [:]
+            query.records.removeAll()
             query.failedSinceStart = true
             self.emit(.failed(Self.errorText(error)), to: query)
             if let slot = query.slot, !query.cancelled {
@@ -595,8 +597,8 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                     guard let browser = query.browser else { continue }
                     query.browser = nil
                     avahi_record_browser_free(browser)
-                    query.reconfirming = Set(query.records.keys)
-                    query.records = [:]
+                    query.reconfirming = Set(query.records.records)
+                    query.records.removeAll()
                     if self.createBrowser(query, client: client) != AVAHI_OK {
                         // As for a browser failure: report it, and the slot re-attaches it.
                         query.reconfirming = nil
@@ -632,7 +634,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                 query.slot = nil
                 self.scheduleGarbageCollection(slot)
             }
-            query.records = [:]
+            query.records.removeAll()
             self.publish()
         }
         self.logger.debug("mDNS query cancelled", metadata: ["mdns.query": "\(query.id)"])
@@ -703,7 +705,6 @@ private final class Query: @unchecked Sendable {
     unowned let backend: AvahiBackend
     let question: MDNSQuestion
     let interfaceIndex: Int32
-    let avahiName: String
     let handler: @Sendable (MDNSEvent) -> Void
 
     var browser: OpaquePointer?  // AvahiRecordBrowser*
@@ -712,7 +713,7 @@ private final class Query: @unchecked Sendable {
     /// `.failed` was delivered; the next browser starts with `.restarted`.
     var failedSinceStart = false
     /// How many times each record is currently present (IPv4 and IPv6 each add one).
-    var records: [MDNSRecord: Int] = [:]
+    var records = MDNSRecordTable<Int>()
     /// After a reconfirm restart: the records known before it that the new browser has not
     /// delivered yet. Those still missing at "all for now" are gone.
     var reconfirming: Set<MDNSRecord>?
@@ -722,14 +723,12 @@ private final class Query: @unchecked Sendable {
         backend: AvahiBackend,
         question: MDNSQuestion,
         interfaceIndex: Int32,
-        avahiName: String,
         handler: @escaping @Sendable (MDNSEvent) -> Void
     ) {
         self.id = id
         self.backend = backend
         self.question = question
         self.interfaceIndex = interfaceIndex
-        self.avahiName = avahiName
         self.handler = handler
     }
 }

@@ -1,0 +1,88 @@
+/// The records of one mDNS query mapped to values, laid out for what a query usually holds:
+/// one record (an SRV, a TXT, an address) or a few.
+///
+/// Up to `indexThreshold` entries it is one small array searched linearly: a fraction of the
+/// memory of a `Dictionary`, whose smallest storage has a header, a bitmap and room for
+/// several entries. The proxy holds two of these per browse and a browse per SRV, TXT and
+/// address name it was asked, so this is much of its memory per known instance. Above the
+/// threshold a hash index is kept beside the array, so that a service type with thousands of
+/// instances stays O(1) per event.
+public struct MDNSRecordTable<Value> {
+    private var entries: [(record: MDNSRecord, value: Value)] = []
+    /// Position of each record in `entries`, only while there are more than `indexThreshold`.
+    private var index: [MDNSRecord: Int]?
+
+    static var indexThreshold: Int { 8 }
+
+    public init() {}
+
+    public var count: Int { entries.count }
+    public var isEmpty: Bool { entries.isEmpty }
+    public var records: some Collection<MDNSRecord> { entries.lazy.map(\.record) }
+    public var values: some Collection<Value> { entries.lazy.map(\.value) }
+
+    public subscript(record: MDNSRecord) -> Value? {
+        get { position(of: record).map { entries[$0].value } }
+        set {
+            if let newValue {
+                set(newValue, for: record)
+            } else {
+                removeValue(forKey: record)
+            }
+        }
+    }
+
+    public subscript(record: MDNSRecord, default value: @autoclosure () -> Value) -> Value {
+        self[record] ?? value()
+    }
+
+    @discardableResult
+    public mutating func removeValue(forKey record: MDNSRecord) -> Value? {
+        guard let position = position(of: record) else { return nil }
+        let removed = entries[position].value
+        // Swap-remove: order is not kept (holders that need one keep their own).
+        let last = entries.count - 1
+        if position != last {
+            entries[position] = entries[last]
+            index?[entries[position].record] = position
+        }
+        entries.removeLast()
+        index?[record] = nil
+        if entries.count <= Self.indexThreshold / 2 { index = nil }
+        return removed
+    }
+
+    public mutating func removeAll() {
+        entries = []
+        index = nil
+    }
+
+    private mutating func set(_ value: Value, for record: MDNSRecord) {
+        if let position = position(of: record) {
+            entries[position].value = value
+            return
+        }
+        entries.append((record, value))
+        if index != nil {
+            index![record] = entries.count - 1
+        } else if entries.count > Self.indexThreshold {
+            var built: [MDNSRecord: Int] = [:]
+            built.reserveCapacity(entries.count * 2)
+            for (position, entry) in entries.enumerated() { built[entry.record] = position }
+            index = built
+        }
+    }
+
+    private func position(of record: MDNSRecord) -> Int? {
+        if let index { return index[record] }
+        return entries.firstIndex { $0.record == record }
+    }
+}
+
+extension MDNSRecordTable: Sequence {
+    public func makeIterator() -> IndexingIterator<[(record: MDNSRecord, value: Value)]> {
+        entries.makeIterator()
+    }
+}
+
+extension MDNSRecordTable: Sendable where Value: Sendable {}
