@@ -11,7 +11,9 @@ public enum RData: Hashable, Sendable {
     case srv(priority: UInt16, weight: UInt16, port: UInt16, target: DNSName)
     /// The TXT RDATA exactly as received: length-prefixed strings, byte for byte (RFC 6763 §6).
     case txt([UInt8])
-    case soa(SOA)
+    /// Boxed: the only large payload (two names and five counters); inline it would make every
+    /// RData, and so every cached record, 16 bytes larger.
+    indirect case soa(SOA)
     /// RFC 4034 §4: the next name and the types present at the owner.
     case nsec(next: DNSName, types: [RRType])
     /// Any other type: RDATA bytes passed through unchanged.
