@@ -266,8 +266,31 @@ public final class DNSServer: Service, Sendable {
         if Self.isIPv6(address) {
             bootstrap = bootstrap.channelOption(Self.ipv6Only, value: 1)
         }
-        return try await bootstrap.bind(to: address).get()
+        let channel = try await bootstrap.bind(to: address).get()
+        if config.udpSocketReceiveBuffer > 0 {
+            await Self.setReceiveBuffer(of: channel, to: config.udpSocketReceiveBuffer, logger: logger)
+        }
+        return channel
     }
+
+    /// SO_RCVBUFFORCE (needs CAP_NET_ADMIN), else SO_RCVBUF; a failure only costs burst capacity.
+    private static func setReceiveBuffer(of channel: any Channel, to bytes: Int, logger: Logger) async {
+        let value = SocketOptionValue(clamping: bytes)
+        do {
+            try await channel.setOption(Self.receiveBufferForce, value: value).get()
+        } catch {
+            do {
+                try await channel.setOption(.socketOption(.so_rcvbuf), value: value).get()
+            } catch {
+                logger.notice(
+                    "cannot enlarge the UDP receive buffer; keeping the system default",
+                    metadata: ["dns.bytes": "\(bytes)", "error": "\(error)"])
+            }
+        }
+    }
+
+    private static let receiveBufferForce = ChannelOptions.Types.SocketOption(
+        level: .socket, name: NIOBSDSocket.Option(rawValue: SO_RCVBUFFORCE))
 
     /// With two or more event loops, UDP gets the first and TCP (accepts and connections) the
     /// second, so that a TCP flood (thousands of connections, slow drips, unread answers)

@@ -38,6 +38,12 @@ public struct DNSServerConfiguration: Sendable {
     public var udpReceiveBufferSlots: Int = 32
     /// Larger datagrams are dropped and counted as malformed. EDNS allows queries up to 4096 bytes.
     public var maxUDPDatagramSize: Int = 4096 + 512
+    /// Kernel receive buffer of each UDP socket (SO_RCVBUF), so that a burst of queries waits in
+    /// the kernel rather than being dropped while the loop is busy: Linux's default
+    /// (`net.core.rmem_default`, ~208 KiB) holds about 900 small datagrams. Set with
+    /// SO_RCVBUFFORCE while the process may (as root, before dropping privileges), else
+    /// SO_RCVBUF, which the kernel caps at `net.core.rmem_max`. Zero leaves the default.
+    public var udpSocketReceiveBuffer: Int = 4 << 20
 
     /// Replay answers the responder marked replayable (`DNSAnswerReplay`) for byte-identical
     /// queries from the same client, from a per-event-loop cache: the cache-hit fast path.
