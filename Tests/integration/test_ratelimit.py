@@ -9,6 +9,7 @@ A dedicated proxy (127.0.0.1:5302, default rate settings) takes the flood so
 that the session proxy's token bucket and browses stay untouched."""
 
 import os
+import re
 import socket
 import threading
 import time
@@ -355,6 +356,15 @@ def test_default_has_no_response_rate_limit(lab):
     datagrams there is not rate limiting."""
     replies, _ = _udp_burst(L.PROXY_PORT, 300, pause_every=50)
     assert len(replies) >= 295 and not any(r.flags & dns.flags.TC for r in replies), len(replies)
+
+
+def test_udp_sockets_have_a_large_receive_buffer(lab):
+    """A burst waits in the kernel instead of being dropped: each UDP listener asks for a
+    4 MiB receive buffer (SO_RCVBUFFORCE, set before root is dropped), far above Linux's
+    ~208 KiB default. `ss -m` shows the kernel's doubled figure (rb)."""
+    out = L.nsrun(L.NS_R, ["ss", "-u", "-l", "-n", "-m", "sport = :%d" % L.PROXY_PORT]).stdout
+    sizes = [int(m) for m in re.findall(r"\brb(\d+)", out)]
+    assert sizes and all(rb >= 4 << 20 for rb in sizes), out
 
 
 def test_response_rate_limit_per_prefix_with_slip(lab, rrl_proxy):

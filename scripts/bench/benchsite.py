@@ -33,20 +33,21 @@ class Sizes:
     dnsperf_settings: tuple      # (clients, outstanding) pairs tried for peak qps
     latency_seconds: int
     scale_seconds: int
+    scale_rounds: int            # interleaved smallest/largest re-runs for the flatness ratio
 
     @staticmethod
     def full():
         return Sizes(site_types=20, site_instances=25, hosts=50, cold_types=40,
                      scale_counts=(1, 10, 100, 1000), memory_counts=(500, 5000), tcp_held=1000,
                      dnsperf_seconds=8, dnsperf_settings=((1, 100), (4, 200), (8, 500)),
-                     latency_seconds=10, scale_seconds=5)
+                     latency_seconds=10, scale_seconds=5, scale_rounds=3)
 
     @staticmethod
     def smoke():
         return Sizes(site_types=2, site_instances=3, hosts=2, cold_types=3,
                      scale_counts=(1, 10), memory_counts=(6, 30), tcp_held=20,
                      dnsperf_seconds=1, dnsperf_settings=((2, 100),),
-                     latency_seconds=1, scale_seconds=1)
+                     latency_seconds=1, scale_seconds=1, scale_rounds=1)
 
 
 @dataclass(frozen=True)

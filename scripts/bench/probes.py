@@ -86,6 +86,27 @@ def metric_sum(admin_port, name):
     return sum(float(m.group(1)) for m in re.finditer(pat, metrics(admin_port), re.MULTILINE))
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far (/proc/PID/stat, clock ticks)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def settle(pids, busy=0.05, limit=45.0, window=1.0):
+    """Waits until every process in `pids` used under `busy` of a core over `window` seconds
+    (at most `limit` seconds); returns the seconds waited. New browses make avahi-daemon
+    query at 1, 2, 4, ... s (RFC 6762 §5.2) and the far responder answer: on a 2-core machine
+    that traffic would be measured as the proxy's slowness."""
+    start = time.monotonic()
+    while time.monotonic() - start < limit:
+        before = {p: cpu_seconds(p) for p in pids}
+        time.sleep(window)
+        if all(cpu_seconds(p) - before[p] < busy * window for p in pids):
+            break
+    return time.monotonic() - start
+
+
 def rss_kib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
