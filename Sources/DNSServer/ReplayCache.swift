@@ -100,7 +100,16 @@ final class ReplayCache {
         }
         self.entries[key] = Entry(
             client: client, transport: transport, query: Array(query[2...]), answer: answer, replay: replay,
-            expires: now + TimeAmount(replay.lifetime))
+            expires: now + Self.spread(replay.lifetime))
+    }
+
+    /// A lifetime cut to a random 50–100% of itself. Entries made together (a client warming
+    /// up, or every entry after one record change) would otherwise all expire in the same
+    /// instant, and the loop would rebuild them all through the responder at once while the
+    /// queries behind them wait: the latency tail.
+    static func spread(_ lifetime: Duration) -> TimeAmount {
+        let nanoseconds = TimeAmount(lifetime).nanoseconds
+        return .nanoseconds(nanoseconds / 2 + Int64.random(in: 0...max(0, nanoseconds / 2)))
     }
 
     /// Reports pending replay counts and drops expired entries; run about once a second.

@@ -71,8 +71,16 @@ import Testing
         query.withUnsafeBytes {
             cache.remember(answer, replay: permission.replay, query: $0, client: client, transport: .udp, now: t0)
         }
-        #expect(lookup(cache, id: [0, 3], at: t0 + .milliseconds(999)) != nil)
+        // The lifetime is spread over 50–100% of itself: kept for half of it at least.
+        #expect(lookup(cache, id: [0, 3], at: t0 + .milliseconds(499)) != nil)
         #expect(lookup(cache, id: [0, 4], at: t0 + .seconds(1)) == nil, "asks the responder again after the lifetime")
+    }
+
+    @Test func lifetimesAreSpreadSoThatEntriesMadeTogetherExpireApart() {
+        let spreads = (0..<200).map { _ in ReplayCache.spread(.seconds(10)).nanoseconds }
+        #expect(spreads.allSatisfy { $0 >= 5_000_000_000 && $0 <= 10_000_000_000 })
+        #expect(Set(spreads.map { $0 / 1_000_000_000 }).count >= 3, "not one instant")
+        #expect(ReplayCache.spread(.zero).nanoseconds == 0)
     }
 
     @Test func boundedInSize() {
