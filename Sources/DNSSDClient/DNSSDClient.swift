@@ -112,7 +112,7 @@ public struct DNSSDClient: Sendable {
         var seen: Set<DNSName> = []
         var out: [ServiceInstance] = []
         for record in records {
-            guard case .ptr(let target) = record.rdata, let first = target.labels.first,
+            guard case .ptr(let target) = record.rdata, let first = target.firstLabel.map(Array.init),
                 seen.insert(target).inserted
             else { continue }
             let rest = target.parent

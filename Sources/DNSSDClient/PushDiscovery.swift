@@ -39,7 +39,7 @@ extension DNSSDClient {
     /// A PUSH change to a browse (`<type>.<domain>` PTR) as the instance it adds or removes.
     public static func instance(from change: PushChange, type: [[UInt8]], domain: DNSName) -> ServiceInstance? {
         guard change.type == .ptr, case .ptr(let target)? = try? RData(type: .ptr, wire: change.rdata),
-            let first = target.labels.first
+            let first = target.firstLabel.map(Array.init)
         else { return nil }
         return ServiceInstance(instance: first, type: type, domain: domain, fullName: target, ttl: change.isAddition ? change.ttl : 0)
     }

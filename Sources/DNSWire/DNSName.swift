@@ -18,17 +18,7 @@ public struct DNSName: Sendable, CustomStringConvertible {
 
     /// Validating initializer: each label 1...63 octets, whole name at most 255 octets on the wire.
     public init(labels: [[UInt8]]) throws(DNSNameError) {
-        var wire: [UInt8] = []
-        wire.reserveCapacity(labels.reduce(1) { $0 + $1.count + 1 })
-        for (index, label) in labels.enumerated() {
-            guard !label.isEmpty else { throw .emptyLabel(after: index == 0 ? nil : labels[index - 1]) }
-            guard label.count <= 63 else { throw .labelTooLong(label.count, label: label) }
-            wire.append(UInt8(label.count))
-            wire.append(contentsOf: label)
-        }
-        wire.append(0)
-        guard wire.count <= 255 else { throw .nameTooLong(wire.count) }
-        self.wireBytes = wire
+        self = try DNSName.root.prepending(labels)
     }
 
     /// From a wire form already known to be well formed (labels 1...63, root octet, ≤ 255).
@@ -195,11 +185,7 @@ public struct DNSName: Sendable, CustomStringConvertible {
         var index = 0
         while index < offset { index += Int(wireBytes[index]) + 1 }
         guard index == offset else { return nil }  // not on a label boundary
-        for i in 0..<suffix.wireBytes.count
-        where DNSName.asciiLower(wireBytes[offset + i]) != DNSName.asciiLower(suffix.wireBytes[i]) {
-            return nil
-        }
-        return offset
+        return DNSName.equalIgnoringASCIICase(wireBytes[offset...], suffix.wireBytes[...]) ? offset : nil
     }
 
     /// True when `self` equals `suffix` or lies below it.
@@ -224,6 +210,7 @@ public struct DNSName: Sendable, CustomStringConvertible {
     }
 
     /// `prefix` labels prepended to `self`; throws when the result is too long.
+    /// Validates each label (1...63 octets), then the whole name (at most 255 octets).
     public func prepending(_ prefix: [[UInt8]]) throws(DNSNameError) -> DNSName {
         var wire: [UInt8] = []
         wire.reserveCapacity(prefix.reduce(wireBytes.count) { $0 + $1.count + 1 })
@@ -253,9 +240,11 @@ public struct DNSName: Sendable, CustomStringConvertible {
     }
 
     /// ASCII case-insensitive label comparison (RFC 1035 §2.3.3; RFC 6763 §7.1 subtypes).
-    public static func labelsEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool { labelEqual(a[...], b[...]) }
+    public static func labelsEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool { equalIgnoringASCIICase(a[...], b[...]) }
 
-    static func labelEqual(_ a: ArraySlice<UInt8>, _ b: ArraySlice<UInt8>) -> Bool {
+    /// Byte strings equal but for ASCII case: labels, or whole wire forms (their length
+    /// octets, at most 63, are never letters).
+    static func equalIgnoringASCIICase(_ a: ArraySlice<UInt8>, _ b: ArraySlice<UInt8>) -> Bool {
         guard a.count == b.count else { return false }
         return zip(a, b).allSatisfy { asciiLower($0) == asciiLower($1) }
     }
@@ -268,12 +257,7 @@ public struct DNSName: Sendable, CustomStringConvertible {
 
 extension DNSName: Hashable {
     public static func == (lhs: DNSName, rhs: DNSName) -> Bool {
-        let a = lhs.wireBytes, b = rhs.wireBytes
-        guard a.count == b.count else { return false }
-        for i in 0..<a.count where asciiLower(a[i]) != asciiLower(b[i]) {
-            return false
-        }
-        return true
+        equalIgnoringASCIICase(lhs.wireBytes[...], rhs.wireBytes[...])
     }
 
     /// Lowered bytes, eight to a word: one combine per word rather than per byte.
