@@ -257,6 +257,7 @@ public final class DNSServer: Service, Sendable {
                             counters: counters,
                             drain: drain,
                             maxDatagramSize: max(512, config.maxUDPDatagramSize),
+                            writeBatch: config.udpWriteBatch,
                             replays: replays,
                             logger: logger
                         )

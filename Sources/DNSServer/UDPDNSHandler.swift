@@ -19,8 +19,8 @@ final class UDPDrainState: Sendable {
 }
 
 /// Hands each datagram to the responder and sends the answer back to its sender. Answers given
-/// synchronously during `channelRead` are written and flushed once in `channelReadComplete`;
-/// later ones hop to the event loop and are flushed at once.
+/// synchronously during `channelRead` are written and flushed in batches of `writeBatch` and
+/// at `channelReadComplete`; later ones hop to the event loop and are flushed at once.
 final class UDPDNSHandler: ChannelInboundHandler {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
     typealias OutboundOut = AddressedEnvelope<ByteBuffer>
@@ -29,6 +29,7 @@ final class UDPDNSHandler: ChannelInboundHandler {
     private let counters: DNSServerCounters
     private let drain: UDPDrainState
     private let maxDatagramSize: Int
+    private let writeBatch: Int
     private let replays: ReplayCaches?
     private let logger: Logger
     /// This loop's replay cache, once added to a pipeline.
@@ -36,7 +37,8 @@ final class UDPDNSHandler: ChannelInboundHandler {
 
     private var loopBound: NIOLoopBound<(UDPDNSHandler, ChannelHandlerContext)>?
     private var inReadBurst = false
-    private var needsFlush = false
+    /// Answers written but not yet flushed in this read burst.
+    private var unflushed = 0
     private var isActive = true
 
     init(
@@ -44,6 +46,7 @@ final class UDPDNSHandler: ChannelInboundHandler {
         counters: DNSServerCounters,
         drain: UDPDrainState,
         maxDatagramSize: Int,
+        writeBatch: Int = 16,
         replays: ReplayCaches? = nil,
         logger: Logger = Logger(label: "dns.server")
     ) {
@@ -51,6 +54,7 @@ final class UDPDNSHandler: ChannelInboundHandler {
         self.counters = counters
         self.drain = drain
         self.maxDatagramSize = maxDatagramSize
+        self.writeBatch = max(1, writeBatch)
         self.replays = replays
         self.logger = logger
     }
@@ -118,8 +122,8 @@ final class UDPDNSHandler: ChannelInboundHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         self.inReadBurst = false
-        if self.needsFlush {
-            self.needsFlush = false
+        if self.unflushed > 0 {
+            self.unflushed = 0
             context.flush()
         }
         context.fireChannelReadComplete()
@@ -153,10 +157,11 @@ final class UDPDNSHandler: ChannelInboundHandler {
         context.write(Self.wrapOutboundOut(AddressedEnvelope(remoteAddress: remote, data: buffer)), promise: nil)
         self.counters.udpAnswersSent.add(1, ordering: .relaxed)
         if self.inReadBurst {
-            self.needsFlush = true
-        } else {
-            context.flush()
+            self.unflushed += 1
+            guard self.unflushed >= self.writeBatch else { return }
+            self.unflushed = 0
         }
+        context.flush()
     }
 }
 
