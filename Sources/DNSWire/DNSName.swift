@@ -26,6 +26,12 @@ public struct DNSName: Sendable, CustomStringConvertible {
         self.wireBytes = wire
     }
 
+    /// This name kept in `bytes` when they are exactly its wire form, else itself: lets a
+    /// holder of both (a PTR record's RDATA and its decoded target) keep one array, not two.
+    public func sharingStorage(with bytes: [UInt8]) -> DNSName {
+        bytes == wireBytes ? DNSName(uncheckedWire: bytes) : self
+    }
+
     /// Parses presentation format: `\.` and `\\` escapes, `\DDD` decimal bytes (RFC 1035 §5.1).
     /// A trailing dot is optional; every name is taken as absolute.
     public init(_ text: String) throws(DNSNameError) {

@@ -20,6 +20,9 @@ struct CachedRecord: Sendable {
     /// When it arrived (scheduler time), for the status page's freshness.
     var seenAt: Duration
     var type: RRType
+    /// How many deliveries of the record mDNS has made and not withdrawn (avahi delivers it
+    /// once per IP protocol); it is gone at zero. Zero while a verification is pending.
+    var copies: UInt8 = 1
     /// The mDNS owner name (in `.local.`), for additional-record owners.
     var localName: DNSName
     /// RDATA with `.local` names rewritten into the link zone; nil when suppressed
@@ -51,6 +54,8 @@ struct QueryContext: Sendable {
     var qtype: String
     var limit: Int
     var respond: @Sendable (ProxyReply) -> Void
+    /// Set for queries whose hit answer may be shared with other clients (`AnswerMemo`).
+    var memoKey: AnswerMemo.Key? = nil
 
     /// A bounded set of metric label values: the common types by name, the rest as "other".
     static func label(for type: RRType) -> String {
@@ -79,6 +84,9 @@ struct Browse: Sendable {
     /// mDNS has delivered results since the query (re)started: from now on the record set is
     /// the truth, even when removals have emptied it.
     var hasResults = false
+    /// A RECONFIRM restarted the mDNS query: records not delivered again by its next
+    /// "all for now" are gone (`MDNSEvent.verifying`).
+    var verifying = false
 
     /// Whether a query can be answered from this browse now (a cache hit, RFC 8766 §5.6):
     /// it has had results, or has run the full negative timeout without any.

@@ -42,6 +42,8 @@ public final class DiscoveryProxy: Sendable {
         var shutDown = false
         /// DNS Push subscribers per browse (RFC 8765); a browse with subscribers is kept.
         var subscriptions = SubscriptionTable()
+        /// Encoded hit answers shared by all clients, for the current epoch.
+        var memo = AnswerMemo()
     }
 
     public init(
@@ -199,6 +201,7 @@ public final class DiscoveryProxy: Sendable {
             }
             finish(reply, context, cache: "immediate", replay: .immediate)
         case .mdns(let plan):
+            if plan.type != .any { context.memoKey = AnswerMemo.Key(query: bytes, overTCP: overTCP) }
             lookup(plan, query: query, context: context)
         }
     }
@@ -237,6 +240,8 @@ public final class DiscoveryProxy: Sendable {
         let now = scheduler.now()
         enum Action {
             case hit(Snapshot)
+            /// A hit another query with the same bytes has already encoded (`AnswerMemo`).
+            case memo(AnswerMemo.Answer)
             case wait(waiterID: Int, deadline: Duration, start: (generation: Int, delay: Duration)?)
             /// Answered from a recently released browse while a fresh one starts.
             case optimistic(Snapshot, start: (generation: Int, delay: Duration)?)
@@ -251,6 +256,11 @@ public final class DiscoveryProxy: Sendable {
                 if browse.isEstablished(now: now, negativeTimeout: configuration.negativeTimeout) {
                     state.browses[key] = browse
                     state.stats.cacheHits += 1
+                    if let memoKey = context.memoKey,
+                        let answer = state.memo.answer(to: memoKey, id: query.id, epoch: context.epoch)
+                    {
+                        return .memo(answer)
+                    }
                     return .hit(makeSnapshot(for: key, in: state.browses))
                 }
                 state.stats.cacheMisses += 1
@@ -316,6 +326,8 @@ public final class DiscoveryProxy: Sendable {
         switch action {
         case .hit(let snapshot):
             finish(answer(query, plan: plan, snapshot: snapshot), context, cache: "hit", replay: .hit)
+        case .memo(let answer):
+            send(answer.bytes, rcode: answer.rcode, context, cache: "hit", replay: .hit)
         case .full:
             logger.debug("browse limit reached, every browse in use: SERVFAIL", metadata: ["mdns.question": "\(key)"])
             count(\.servFail)
@@ -423,7 +435,12 @@ public final class DiscoveryProxy: Sendable {
             defer { state.browses[key] = browse }
             switch event {
             case .added(let record):
-                guard browse.records[record] == nil else { return .none }
+                if var held = browse.records[record] {
+                    // Seen on one more IP protocol, or again while verifying.
+                    held.copies = held.copies == .max ? .max : held.copies + 1
+                    browse.records[record] = held
+                    return .none
+                }
                 browse.records[record] = cache(record, on: key, order: browse.nextOrder, now: now)
                 invalidateReplays()
                 browse.nextOrder += 1
@@ -437,12 +454,29 @@ public final class DiscoveryProxy: Sendable {
                 browse.flushArmed = true
                 return configuration.collectionWindow == .zero ? .flushNow : .armWindow
             case .removed(let record):
-                if let gone = browse.records.removeValue(forKey: record) {
+                guard var held = browse.records[record] else { return .none }
+                if held.copies > 1 {
+                    held.copies -= 1
+                    browse.records[record] = held
+                } else if let gone = browse.records.removeValue(forKey: record) {
                     pushes = state.subscriptions.changes(for: key, removing: gone)
                     invalidateReplays()
                 }
                 return .none
+            case .verifying:
+                // Count again from zero; what is not delivered again by "all for now" is gone.
+                browse.verifying = true
+                browse.records.updateValues { $0.copies = 0 }
+                return .none
             case .allForNow:
+                if browse.verifying {
+                    browse.verifying = false
+                    let gone = browse.records.removeAll { $0.copies == 0 }
+                    for (_, record) in gone {
+                        pushes += state.subscriptions.changes(for: key, removing: record)
+                    }
+                    if !gone.isEmpty { invalidateReplays() }
+                }
                 // The daemon's cache is drained; if it had answers, nothing is gained by waiting.
                 return !browse.records.isEmpty && !browse.waiters.isEmpty ? .flushNow : .none
             case .failed, .restarted:
@@ -451,6 +485,7 @@ public final class DiscoveryProxy: Sendable {
                 if !browse.records.isEmpty { pushes = state.subscriptions.changes(clearing: key) }
                 browse.records.removeAll()
                 browse.hasResults = false
+                browse.verifying = false
                 browse.startedAt = now
                 invalidateReplays()
                 return .none
@@ -529,10 +564,16 @@ public final class DiscoveryProxy: Sendable {
         let zone = catalog.configuration.links.first { $0.interface == key.interface }?.zone ?? Catalog.local
         var rdata: RData? = nil
         var localTarget: DNSName? = nil
-        if let decoded = try? RData(type: record.type, wire: record.rdata) {
+        if var decoded = try? RData(type: record.type, wire: record.rdata) {
+            // Where the decoded bytes are the record's own, keep one array rather than two:
+            // a PTR's RDATA is its target's wire form; TXT and addresses are copied verbatim.
             switch decoded {
-            case .ptr(let target): localTarget = target
+            case .ptr(let target):
+                localTarget = target.sharingStorage(with: record.rdata)
             case .srv(_, _, _, let target): localTarget = target
+            case .txt(let bytes) where bytes == record.rdata: decoded = .txt(record.rdata)
+            case .a(let bytes) where bytes == record.rdata: decoded = .a(record.rdata)
+            case .aaaa(let bytes) where bytes == record.rdata: decoded = .aaaa(record.rdata)
             default: break
             }
             rdata = NameMapping.toZone(decoded, zone: zone, suppressLinkLocal: configuration.suppressLinkLocal)
@@ -652,11 +693,23 @@ public final class DiscoveryProxy: Sendable {
             bytes = try? sent.encode(limit: context.limit)
         }
         let rcode = "\(sent.rcode)"
-        let ticket = replay.flatMap { kind in
-            bytes == nil || sent.rcode != message.rcode
-                ? nil
-                : ReplayTicket(
-                    epoch: context.epoch, lifetime: context.replayLifetime, kind: kind, transport: context.transport, qtype: context.qtype, rcode: rcode)
+        // Only answers as asked are replayed or shared, not a SERVFAIL put in their place.
+        let replayable = bytes != nil && sent.rcode == message.rcode ? replay : nil
+        if replayable == .hit, let bytes, let key = context.memoKey {
+            state.withLock { $0.memo.store(AnswerMemo.Answer(bytes: bytes, rcode: rcode), for: key, epoch: context.epoch) }
+        }
+        send(bytes, rcode: rcode, context, cache: cache, replay: replayable)
+    }
+
+    /// Sends encoded bytes (nil: nothing) with a replay ticket of kind `replay`, and records
+    /// the answer's metrics.
+    private func send(
+        _ bytes: [UInt8]?, rcode: String, _ context: QueryContext, cache: String, replay: ReplayTicket.Kind?
+    ) {
+        let ticket = replay.map { kind in
+            ReplayTicket(
+                epoch: context.epoch, lifetime: context.replayLifetime, kind: kind, transport: context.transport,
+                qtype: context.qtype, rcode: rcode)
         }
         context.respond(ProxyReply(bytes: bytes, replay: ticket))
         metrics.answered(

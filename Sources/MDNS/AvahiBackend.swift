@@ -487,7 +487,6 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                 query.browser = nil
                 avahi_record_browser_free(browser)
             }
-            query.records.removeAll()
             guard !query.cancelled, !query.failedSinceStart else { continue }
             query.failedSinceStart = true
             self.emit(.failed(reason), to: query)
@@ -521,10 +520,13 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
         guard !query.cancelled, let browser, query.browser == browser else { return }
         switch event {
         case AVAHI_BROWSER_NEW, AVAHI_BROWSER_REMOVE:
-            guard let name, let recordName = AvahiName.unescape(cString: name) else {
+            guard let name, var recordName = AvahiName.unescape(cString: name) else {
                 self.logger.debug("mDNS record with an unreadable name", metadata: ["mdns.query": "\(query.id)"])
                 return
             }
+            // Nearly always the question's own name: share its storage rather than keep a
+            // copy per record (exact bytes, so that the responder's spelling is kept).
+            if recordName.wireBytes == query.question.name.wireBytes { recordName = query.question.name }
             let bytes: [UInt8] = if let rdata, size > 0 { Array(UnsafeRawBufferPointer(start: rdata, count: size)) } else { [] }
             let record = MDNSRecord(
                 name: recordName,
@@ -532,31 +534,14 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                 rrClass: RRClass(rawValue: rrClass & 0x7FFF),
                 rdata: bytes
             )
-            if event == AVAHI_BROWSER_NEW {
-                query.reconfirming?.remove(record)
-                let count = query.records[record, default: 0] + 1
-                query.records[record] = count
-                if count == 1 { self.emit(.added(record), to: query) }
-            } else {
-                guard let count = query.records[record] else { return }
-                if count > 1 {
-                    query.records[record] = count - 1
-                } else {
-                    query.records[record] = nil
-                    self.emit(.removed(record), to: query)
-                }
-            }
+            // One event per delivery: the holder counts (see `MDNSEvent`).
+            self.emit(event == AVAHI_BROWSER_NEW ? .added(record) : .removed(record), to: query)
         case AVAHI_BROWSER_ALL_FOR_NOW:
-            if let gone = query.reconfirming {
-                query.reconfirming = nil
-                for record in gone where query.records[record] == nil { self.emit(.removed(record), to: query) }
-            }
             self.emit(.allForNow, to: query)
         case AVAHI_BROWSER_FAILURE:
             let error = avahi_client_errno(avahi_record_browser_get_client(browser))
             query.browser = nil
             avahi_record_browser_free(browser)  // safe inside its own callback
-            query.records.removeAll()
             query.failedSinceStart = true
             self.emit(.failed(Self.errorText(error)), to: query)
             if let slot = query.slot, !query.cancelled {
@@ -584,9 +569,9 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
 
     /// avahi-client has no reconfirm call (avahi-core's cache reconfirmation is not exposed
     /// over D-Bus), so this re-queries instead: the question's record browsers are restarted,
-    /// which makes the daemon send a fresh query and deliver its cache again. Records known
-    /// before the restart that are not delivered again by "all for now" are reported removed;
-    /// records the daemon still caches stay until their mDNS TTL runs out.
+    /// which makes the daemon send a fresh query and deliver its cache again. Each query gets
+    /// `.verifying` first; its holder drops the records not delivered again by "all for now".
+    /// Records the daemon still caches stay until their mDNS TTL runs out.
     public func reconfirm(_ question: MDNSQuestion, record: MDNSRecord) {
         let restarted = self.withPollLock { () -> Int in
             guard !self.isShutDown else { return 0 }
@@ -597,11 +582,9 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                     guard let browser = query.browser else { continue }
                     query.browser = nil
                     avahi_record_browser_free(browser)
-                    query.reconfirming = Set(query.records.records)
-                    query.records.removeAll()
+                    self.emit(.verifying, to: query)
                     if self.createBrowser(query, client: client) != AVAHI_OK {
                         // As for a browser failure: report it, and the slot re-attaches it.
-                        query.reconfirming = nil
                         query.failedSinceStart = true
                         self.emit(.failed("cannot restart the record browser"), to: query)
                         slot.attachAt = .now + .seconds(1)
@@ -634,7 +617,6 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                 query.slot = nil
                 self.scheduleGarbageCollection(slot)
             }
-            query.records.removeAll()
             self.publish()
         }
         self.logger.debug("mDNS query cancelled", metadata: ["mdns.query": "\(query.id)"])
@@ -712,11 +694,6 @@ private final class Query: @unchecked Sendable {
     var cancelled = false
     /// `.failed` was delivered; the next browser starts with `.restarted`.
     var failedSinceStart = false
-    /// How many times each record is currently present (IPv4 and IPv6 each add one).
-    var records = MDNSRecordTable<Int>()
-    /// After a reconfirm restart: the records known before it that the new browser has not
-    /// delivered yet. Those still missing at "all for now" are gone.
-    var reconfirming: Set<MDNSRecord>?
 
     init(
         id: UInt64,

@@ -35,13 +35,20 @@ public struct MDNSRecord: Hashable, Sendable {
     }
 }
 
+/// Events of one query. The backend keeps no copy of the records: holders count them. A
+/// record may be delivered more than once (avahi reports it once per IP protocol it was seen
+/// on), and it is gone when it has been removed as many times as it was added.
 public enum MDNSEvent: Hashable, Sendable {
-    /// A record appeared (or was re-announced).
+    /// A record appeared, or appeared on one more IP protocol.
     case added(MDNSRecord)
-    /// A record went away (goodbye, TTL expiry, cache flush).
+    /// One delivery of a record went away (goodbye, TTL expiry, cache flush).
     case removed(MDNSRecord)
     /// The daemon has delivered everything it had cached; more may follow from the network.
     case allForNow
+    /// The query was restarted to verify its records (`MDNSBackend.reconfirm`): every record
+    /// still there is delivered again as `.added`, and holders count from zero. Records not
+    /// delivered again by the next `.allForNow` are gone.
+    case verifying
     /// The query broke (for example avahi-daemon went away). The backend re-creates it when
     /// it can and then delivers `.restarted` followed by fresh `.added` events; holders must
     /// drop what they had when they see `.restarted`.

@@ -3,7 +3,7 @@
 ///
 /// Up to `indexThreshold` entries it is one small array searched linearly: a fraction of the
 /// memory of a `Dictionary`, whose smallest storage has a header, a bitmap and room for
-/// several entries. The proxy holds two of these per browse and a browse per SRV, TXT and
+/// several entries. The proxy holds one of these per browse and a browse per SRV, TXT and
 /// address name it was asked, so this is much of its memory per known instance. Above the
 /// threshold a hash index is kept beside the array, so that a service type with thousands of
 /// instances stays O(1) per event.
@@ -57,6 +57,20 @@ public struct MDNSRecordTable<Value> {
         index = nil
     }
 
+    /// Changes every value in place.
+    public mutating func updateValues(_ body: (inout Value) -> Void) {
+        for position in entries.indices { body(&entries[position].value) }
+    }
+
+    /// Removes the entries whose value matches; returns them.
+    public mutating func removeAll(where shouldRemove: (Value) -> Bool) -> [(record: MDNSRecord, value: Value)] {
+        let removed = entries.filter { shouldRemove($0.value) }
+        guard !removed.isEmpty else { return [] }
+        entries.removeAll { shouldRemove($0.value) }
+        reindex()
+        return removed
+    }
+
     private mutating func set(_ value: Value, for record: MDNSRecord) {
         if let position = position(of: record) {
             entries[position].value = value
@@ -66,11 +80,20 @@ public struct MDNSRecordTable<Value> {
         if index != nil {
             index![record] = entries.count - 1
         } else if entries.count > Self.indexThreshold {
-            var built: [MDNSRecord: Int] = [:]
-            built.reserveCapacity(entries.count * 2)
-            for (position, entry) in entries.enumerated() { built[entry.record] = position }
-            index = built
+            reindex()
         }
+    }
+
+    /// Builds the hash index when above the threshold, drops it below.
+    private mutating func reindex() {
+        guard entries.count > Self.indexThreshold else {
+            index = nil
+            return
+        }
+        var built: [MDNSRecord: Int] = [:]
+        built.reserveCapacity(entries.count * 2)
+        for (position, entry) in entries.enumerated() { built[entry.record] = position }
+        index = built
     }
 
     private func position(of record: MDNSRecord) -> Int? {

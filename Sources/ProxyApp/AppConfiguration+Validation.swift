@@ -171,6 +171,7 @@ extension AppConfiguration {
         lines.append("max-udp-payload: \(maxUDPPayload)")
         lines.append("optimistic-answers: \(optimisticAnswers)")
         lines.append("optimistic-max-staleness: \(optimisticMaxStalenessSeconds)")
+        lines.append("replay-answers: \(replayAnswers)")
         lines.append("log-level: \(logLevel)")
         lines.append("admin: \(admin.map { "\"\($0)\"" } ?? "off")")
         // Quoted: a plain `::1/128` is not valid YAML inside a flow sequence.

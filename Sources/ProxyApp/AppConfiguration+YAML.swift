@@ -56,7 +56,7 @@ private struct YAMLReader {
             "links", "listen", "server-name", "hostmaster", "log-level", "negative-timeout", "collection-window-ms",
             "browse-idle-timeout", "suppress-link-local", "mdns-query-rate", "mdns-query-burst", "max-udp-payload",
             "tcp", "avahi", "admin", "allow-clients", "optimistic-answers", "optimistic-max-staleness", "push",
-            "max-browses", "rate-limit", "interface-check-interval", "user",
+            "max-browses", "rate-limit", "interface-check-interval", "user", "replay-answers",
         ]
         unknownKeys(root, known: known, prefix: "")
         if let links = root["links"] {
@@ -81,6 +81,7 @@ private struct YAMLReader {
         integer(root, "max-udp-payload", into: &config.maxUDPPayload)
         boolean(root, "optimistic-answers", into: &config.optimisticAnswers)
         number(root, "optimistic-max-staleness", into: &config.optimisticMaxStalenessSeconds)
+        boolean(root, "replay-answers", into: &config.replayAnswers)
         if let admin = root["admin"] {
             let text = "\(admin)"
             if ["off", "false", "none", ""].contains(text.lowercased()) {

@@ -49,6 +49,8 @@ public struct AppConfiguration: Sendable, Equatable {
     public var maxUDPPayload = 1232
     public var optimisticAnswers = true
     public var optimisticMaxStalenessSeconds = 600.0
+    /// The front ends' per-client replay of encoded answers (`DNSServerConfiguration.replayAnswers`).
+    public var replayAnswers = true
 
     public var tcpIdleTimeoutSeconds = 10.0
     public var tcpMaxConnections = 1024

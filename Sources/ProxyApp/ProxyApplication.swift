@@ -88,6 +88,7 @@ public struct ProxyApplication: Sendable {
         serverConfiguration.maxTCPConnections = configuration.tcpMaxConnections
         serverConfiguration.maxTCPConnectionsPerClient = configuration.tcpMaxConnectionsPerClient
         serverConfiguration.maxInFlightPerConnection = configuration.tcpMaxInFlightPerConnection
+        serverConfiguration.replayAnswers = configuration.replayAnswers
         var responder: any DNSResponder = ProxyResponder(proxy: proxy)
         if configuration.rateLimit.isEnabled {
             responder = RateLimitedResponder(responder, limiter: ResponseRateLimiter(configuration.rateLimit))

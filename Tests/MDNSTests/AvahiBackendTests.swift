@@ -134,7 +134,7 @@ struct AvahiBackendDaemonTests {
         return backend.state == .running
     }
 
-    @Test func browsesThePublishedInstanceOnce() async throws {
+    @Test func browsesThePublishedInstance() async throws {
         let backend = try AvahiBackend(logger: testLogger())
         defer { backend.shutdown() }
         #expect(await self.running(backend))
@@ -145,10 +145,12 @@ struct AvahiBackendDaemonTests {
         let expected = try self.instanceName().labels
         #expect(await recorder.wait { events in events.contains(.allForNow) })
         #expect(await recorder.wait { _ in recorder.added.contains { wireName($0.rdata[...]) == expected } })
-        // Both IPv4 and IPv6 deliver the PTR; it must be reported once.
+        // avahi delivers the PTR once per IP protocol it was seen on: one `.added` each, all
+        // the same record (holders count them; see `MDNSEvent`).
         try await Task.sleep(for: .seconds(2))
         let matches = recorder.added.filter { wireName($0.rdata[...]) == expected }
-        #expect(matches.count == 1)
+        #expect((1...2).contains(matches.count))
+        #expect(Set(matches).count == 1)
         let record = try #require(matches.first)
         #expect(record.name == (try DNSName("_ipp._tcp.local")))
         #expect(record.type == .ptr)

@@ -49,4 +49,16 @@ import Testing
         table.removeAll()
         #expect(table.isEmpty && table[r] == nil)
     }
+
+    @Test(arguments: [5, 30]) func updatesAndRemovesByValue(size: Int) throws {
+        var table = MDNSRecordTable<Int>()
+        for n in 0..<size { table[try record(n)] = n }
+        table.updateValues { $0 *= 10 }
+        #expect(try table[record(3)] == 30)
+        let removed = table.removeAll { $0 % 20 == 0 }
+        #expect(Set(removed.map(\.value)) == Set(stride(from: 0, to: size * 10, by: 20)))
+        #expect(table.count == size - removed.count)
+        // Lookups still work, through the index or the array, after the bulk removal.
+        for n in 0..<size { #expect(try table[record(n)] == (n % 2 == 0 ? nil : n * 10)) }
+    }
 }
