@@ -120,6 +120,8 @@ def main(argv):
             phases.start_references(run, queries)
             log("a. cache-hit throughput (UDP, TCP)")
             phases.throughput(run)
+            log("a. cache-hit throughput with replay off")
+            phases.no_replay(run)
         if "latency" in want:
             log("c. cache-hit latency at 50% of peak")
             phases.latency_at_half_load(run)

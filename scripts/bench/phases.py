@@ -13,7 +13,7 @@ import lab
 import probes
 import refservers
 import benchsite as sitemod
-from proxies import MEMORY_PORT, OPTIMISTIC_PORT, Proxy
+from proxies import MEMORY_PORT, NOREPLAY_PORT, OPTIMISTIC_PORT, Proxy
 from report import ms
 
 KIB = 1024
@@ -29,6 +29,7 @@ class Run:
         self.main = None                 # the proxy behind the throughput rows
         self.ports = {}                  # server name -> DNS port
         self.udp_best = None             # the proxy's best UDP dnsperf result
+        self.udp_refs = {}               # the reference servers' best UDP qps
         self.cold_p50 = None
 
     def path(self, name):
@@ -192,6 +193,7 @@ def throughput(run):
         best = {s: max(ts, key=lambda t: t["qps"]) for s, ts in tries.items()}
         if mode == "udp":
             run.udp_best = best["proxy"]
+            run.udp_refs = {s: best[s]["qps"] for s in run.ports if s != "proxy"}
         for server in run.ports:
             b = best[server]
             run.report.row(sec, "%s %s" % (server, mode.upper()), b["qps"], "qps",
@@ -207,24 +209,59 @@ def throughput(run):
         run.report.detail("throughput_%s" % mode, tries)
 
 
+def no_replay(run):
+    """A second proxy with `replay-answers: false`: every query is answered by the proxy (its
+    answer memo, shared by all clients), as a client's first query for a question is. In the
+    rows above one client address asks the same queries over and over, so nearly every answer
+    there is replayed; real sites have many clients. Context, no target."""
+    sec = "a. cache-hit qps"
+    p = Proxy(run.lab, run.binary, NOREPLAY_PORT, "proxy-noreplay", extra_config="replay-answers: false\n").start()
+    try:
+        qs = sitemod.learn_queries([s for s in run.site.services if s.stype in run.site.site_types])
+        for _ in range(2):
+            left = probes.warm(qs, p.port, log=run.log)
+        if left:
+            raise RuntimeError("the replay-off proxy never answered %d site queries" % len(left))
+        b = run.udp_best
+        t = dnsperf.run(p.port, run.mixfile, run.sizes.dnsperf_seconds, clients=b["clients"],
+                        outstanding=b["outstanding"])
+        t.pop("latencies")
+        better = max(run.udp_refs.values()) if run.udp_refs else 0
+        run.log("    proxy, replay off, udp -c %d -q %d: %.0f qps (lost %d)" % (
+            b["clients"], b["outstanding"], t["qps"], t["lost"]))
+        run.report.row(sec, "proxy UDP, replay off", t["qps"], "qps",
+                       note="replay-answers: false: every query through the proxy and its shared answer "
+                            "memo, as a new client's first query; -c %d -q %d, %d lost" % (
+                                b["clients"], b["outstanding"], t["lost"]))
+        run.report.row(sec, "proxy/better UDP, replay off", t["qps"] / better if better else None, "x")
+        run.report.detail("throughput_udp_noreplay", t)
+    finally:
+        p.stop()
+
+
 # --------------------------------------------------------------------------- c. latency
 def latency_at_half_load(run, section="c. hit latency @50%", label="", datafile=None):
     rate = max(1, int(run.udp_best["qps"] * 0.5))
     datafile = datafile or run.mixfile
     servers = run.ports if not label else {"proxy": run.main.port}
     out = {}
+    # With two CPUs or more, the server runs on CPU 1 and dnsperf on CPU 0 (probes.Pinned).
+    pinned = (os.cpu_count() or 1) >= 2
     for server, port in servers.items():
-        t = dnsperf.run(port, datafile, run.sizes.latency_seconds, clients=1, outstanding=100,
-                        qps=rate, verbose=True)
+        owners = probes.port_owners(run.lab, port) if pinned else []
+        with probes.Pinned(owners, {1}):
+            t = dnsperf.run(port, datafile, run.sizes.latency_seconds, clients=1, outstanding=100,
+                            qps=rate, verbose=True, cpu=0 if pinned else None)
         lat = t.pop("latencies")
         if server == "proxy":
             _drain(run, port)
         p50, p99 = ms(dnsperf.percentile(lat, 50)), ms(dnsperf.percentile(lat, 99))
         out[server] = dict(p50_ms=p50, p99_ms=p99, samples=len(lat), qps=t["qps"], lost=t["lost"],
-                           rate=rate, **{"p%s_ms" % p: ms(dnsperf.percentile(lat, float(p)))
-                                         for p in ("90", "99.9", "100")})
-        note = "-Q %d (50%% of proxy peak UDP), %d samples, %.0f qps done, %d lost" % (
-            rate, len(lat), t["qps"], t["lost"])
+                           rate=rate, pinned_pids=owners,
+                           **{"p%s_ms" % p: ms(dnsperf.percentile(lat, float(p))) for p in ("90", "99.9", "100")})
+        note = "-Q %d (50%% of proxy peak UDP), %d samples, %.0f qps done, %d lost%s" % (
+            rate, len(lat), t["qps"], t["lost"],
+            ", server pinned to CPU 1 (pid %s), dnsperf to CPU 0" % "/".join(map(str, owners)) if owners else "")
         if server == "proxy":
             run.report.row(section, "%sproxy p50" % label, p50, "ms", note=note)
             run.report.row(section, "%sproxy p99" % label, p99, "ms", target="<= 1 ms",

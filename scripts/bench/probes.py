@@ -107,6 +107,41 @@ def settle(pids, busy=0.05, limit=45.0, window=1.0):
     return time.monotonic() - start
 
 
+def port_owners(lab_, port):
+    """Pids of the processes holding UDP `port` in the router namespace (NSD: parent and server)."""
+    r = lab.nsrun(lab.NS_R, ["ss", "-Hulpn", "sport = :%d" % port], check=False)
+    return sorted({int(m) for m in re.findall(r"pid=(\d+)", r.stdout)})
+
+
+class Pinned:
+    """Pins every thread of `pids` to `cpus` for a `with` block, then lets them run anywhere
+    again. The latency row pins the server under test and dnsperf to different CPUs, so that
+    on a 2-core machine neither's scheduling is counted as the other's latency."""
+
+    def __init__(self, pids, cpus):
+        self.pids, self.cpus = pids, set(cpus)
+
+    def _set(self, cpus):
+        for pid in self.pids:
+            try:
+                tids = os.listdir("/proc/%d/task" % pid)
+            except FileNotFoundError:
+                continue
+            for tid in tids:
+                try:
+                    os.sched_setaffinity(int(tid), cpus)
+                except (ProcessLookupError, OSError):
+                    pass  # a thread that ended meanwhile
+
+    def __enter__(self):
+        self._set(self.cpus)
+        return self
+
+    def __exit__(self, *exc):
+        self._set(set(range(os.cpu_count() or 1)))
+        return False
+
+
 def rss_kib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:

@@ -8,7 +8,7 @@ import re
 import lab
 
 # Ports in the router namespace: DNS on PORT, admin on PORT + 3000 (the lab's rule).
-MAIN_PORT, OPTIMISTIC_PORT, MEMORY_PORT = 5300, 5301, 5302
+MAIN_PORT, OPTIMISTIC_PORT, MEMORY_PORT, NOREPLAY_PORT = 5300, 5301, 5302, 5303
 
 # Limits raised so that the set-up itself is not throttled: warming 5000 instances
 # starts ~10000 mDNS queries (default 20/s per link, RFC 8766 §9.3) and uses more avahi
@@ -33,12 +33,12 @@ avahi:
 
 
 class Proxy:
-    def __init__(self, lab_, binary, port, name, idle_timeout=600, extra_args=()):
+    def __init__(self, lab_, binary, port, name, idle_timeout=600, extra_args=(), extra_config=""):
         self.lab, self.binary, self.port, self.name = lab_, binary, port, name
         self.admin_port = port + 3000
         self.config = os.path.join(lab_.dir, "%s.yaml" % name)
         with open(self.config, "w") as f:
-            f.write(CONFIG.format(idle=idle_timeout))
+            f.write(CONFIG.format(idle=idle_timeout) + extra_config)
         self.args = ["--config", self.config] + list(extra_args)
         self.proc = None
 
