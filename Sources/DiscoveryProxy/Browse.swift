@@ -13,23 +13,44 @@ struct BrowseKey: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// A record as the proxy keeps it: the mDNS original plus its translated RDATA, computed once
-/// when it arrives rather than per answer.
+/// when it arrives rather than per answer. Fields are ordered largest first, and times kept
+/// as nanoseconds, so that no padding is stored: there is one per record of every browse.
 struct CachedRecord: Sendable {
+    /// The mDNS owner name (in `.local.`), for additional-record owners.
+    var localName: DNSName
+    /// For PTR and SRV: the `.local` name the RDATA points at, to find additional records.
+    var localTarget: DNSName?
+    /// RDATA with `.local` names rewritten into the link zone; nil when suppressed
+    /// (link-local address, RFC 8766 §5.5.2) or undecodable.
+    var rdata: RData?
     /// Arrival order, so answers list instances stably.
     var order: Int
-    /// When it arrived (scheduler time), for the status page's freshness.
-    var seenAt: Duration
+    private var seenAtNanoseconds: Int64
     var type: RRType
     /// How many deliveries of the record mDNS has made and not withdrawn (avahi delivers it
     /// once per IP protocol); it is gone at zero. Zero while a verification is pending.
     var copies: UInt8 = 1
-    /// The mDNS owner name (in `.local.`), for additional-record owners.
-    var localName: DNSName
-    /// RDATA with `.local` names rewritten into the link zone; nil when suppressed
-    /// (link-local address, RFC 8766 §5.5.2) or undecodable.
-    var rdata: RData?
-    /// For PTR and SRV: the `.local` name the RDATA points at, to find additional records.
-    var localTarget: DNSName?
+
+    init(order: Int, seenAt: Duration, type: RRType, localName: DNSName, rdata: RData?, localTarget: DNSName?) {
+        self.localName = localName
+        self.localTarget = localTarget
+        self.rdata = rdata
+        self.order = order
+        self.seenAtNanoseconds = seenAt.nanoseconds
+        self.type = type
+    }
+
+    /// When it arrived (scheduler time), for the status page's freshness.
+    var seenAt: Duration { .nanoseconds(seenAtNanoseconds) }
+}
+
+extension Duration {
+    /// Whole nanoseconds, the unit the proxy stores times in (8 bytes instead of 16; the
+    /// scheduler's times are since the process started, far from the ±292-year limit).
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000
+    }
 }
 
 
@@ -66,27 +87,48 @@ struct QueryContext: Sendable {
     }
 }
 
-/// One live mDNS query and what it has found so far: the cache entry of the proxy.
+/// One live mDNS query and what it has found so far: the cache entry of the proxy. Stored
+/// inline in the browse map, one slot per browse, so kept small: times as nanoseconds, and
+/// flags last.
 struct Browse: Sendable {
-    var generation: Int
     var records = MDNSRecordTable<CachedRecord>()
-    var nextOrder = 0
-    /// When the mDNS query began (or will begin, when rate-limited); a browse older than the
-    /// negative timeout with no records is a known negative.
-    var startedAt: Duration
-    var lastUsed: Duration
     var handle: (any MDNSQueryHandle)?
     var waiters: [Waiter] = []
+    var generation: Int
+    var nextOrder = 0
+    private var startedAtNanoseconds: Int64
+    private var lastUsedNanoseconds: Int64
+    private var firstResultNanoseconds: Int64?
     /// A collection-window flush is scheduled.
     var flushArmed = false
-    /// When the first record arrived, for per-query timing.
-    var firstResultAt: Duration?
     /// mDNS has delivered results since the query (re)started: from now on the record set is
     /// the truth, even when removals have emptied it.
     var hasResults = false
     /// A RECONFIRM restarted the mDNS query: records not delivered again by its next
     /// "all for now" are gone (`MDNSEvent.verifying`).
     var verifying = false
+
+    init(generation: Int, startedAt: Duration, lastUsed: Duration) {
+        self.generation = generation
+        self.startedAtNanoseconds = startedAt.nanoseconds
+        self.lastUsedNanoseconds = lastUsed.nanoseconds
+    }
+
+    /// When the mDNS query began (or will begin, when rate-limited); a browse older than the
+    /// negative timeout with no records is a known negative.
+    var startedAt: Duration {
+        get { .nanoseconds(startedAtNanoseconds) }
+        set { startedAtNanoseconds = newValue.nanoseconds }
+    }
+    var lastUsed: Duration {
+        get { .nanoseconds(lastUsedNanoseconds) }
+        set { lastUsedNanoseconds = newValue.nanoseconds }
+    }
+    /// When the first record arrived, for per-query timing.
+    var firstResultAt: Duration? {
+        get { firstResultNanoseconds.map { .nanoseconds($0) } }
+        set { firstResultNanoseconds = newValue?.nanoseconds }
+    }
 
     /// Whether a query can be answered from this browse now (a cache hit, RFC 8766 §5.6):
     /// it has had results, or has run the full negative timeout without any.
