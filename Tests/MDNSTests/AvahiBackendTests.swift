@@ -183,7 +183,9 @@ struct AvahiBackendDaemonTests {
         // avahi sends the strings in the order of the .service file.
         let expectedTXT = ["rp=printers/lab", "note=Lab Ü"].flatMap { [UInt8($0.utf8.count)] + Array($0.utf8) }
         #expect(txtRecord.rdata == expectedTXT)
-        #expect(txt.added.count == 1)
+        // One record, delivered once per IP protocol it was seen on (see `MDNSEvent`).
+        #expect((1...2).contains(txt.added.count))
+        #expect(Set(txt.added).count == 1)
     }
 
     @Test func hostAddressRecord() async throws {
