@@ -13,8 +13,9 @@ import Musl
 /// `AvahiThreadedPoll`.
 ///
 /// Each query is one avahi record browser (`AVAHI_PROTO_UNSPEC`, so mDNS over IPv4 and IPv6,
-/// RFC 8766 §8) on the question's interface. Records that arrive over both protocols are
-/// reported once: every query keeps a reference count per (name, type, class, rdata).
+/// RFC 8766 §8) on the question's interface. A record that arrives over both protocols is
+/// delivered once per protocol, and the holder counts the deliveries (`MDNSEvent`): the
+/// backend keeps no copy of the records.
 ///
 /// **Pool.** avahi-daemon caps the objects of one client connection (`objects-per-client-max`,
 /// 1024 by default). Queries are spread over a pool of client connections, at most
