@@ -44,15 +44,6 @@ struct CachedRecord: Sendable {
     var seenAt: Duration { .nanoseconds(seenAtNanoseconds) }
 }
 
-extension Duration {
-    /// Whole nanoseconds, the unit the proxy stores times in (8 bytes instead of 16; the
-    /// scheduler's times are since the process started, far from the ±292-year limit).
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000
-    }
-}
-
 
 /// A query waiting for mDNS (a cache miss).
 struct Waiter: Sendable {

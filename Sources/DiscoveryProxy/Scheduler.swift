@@ -14,6 +14,18 @@ public protocol ProxyTimer: Sendable {
     func cancel()
 }
 
+extension Duration {
+    /// Whole nanoseconds (toward zero), saturating at ±292 years: the unit timers take, and
+    /// the one browses store their times in (8 bytes instead of 16).
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return seconds < 0 ? .min : .max }
+        let (sum, carry) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
+        return carry ? (whole < 0 ? .min : .max) : sum
+    }
+}
+
 /// Production scheduler on a private serial Dispatch queue.
 public final class DispatchScheduler: ProxyScheduler {
     private let queue = DispatchQueue(label: "discovery-proxy.timers")
@@ -26,9 +38,7 @@ public final class DispatchScheduler: ProxyScheduler {
     @discardableResult
     public func schedule(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> any ProxyTimer {
         let item = DispatchWorkItem(block: work)
-        let (seconds, attoseconds) = delay.components
-        let nanoseconds = max(0, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
-        queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds), execute: item)
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(0, delay.nanoseconds))), execute: item)
         return Timer(item: item)
     }
 
