@@ -65,10 +65,7 @@ struct AnswerMemoTests {
 
     @Test("a second client's hit is the first one's answer; a change in the records is seen at once")
     func sharedButCurrent() throws {
-        let h = Harness()
-        h.ask("_ipp._tcp.lab1.example.", .ptr)
-        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(printer))
-        h.clock.advance(by: .seconds(1))
+        let h = Harness.warmed(with: printer)
         var replies: [[UInt8]] = []
         for (id, client) in [(UInt16(1), [UInt8]([192, 0, 2, 1])), (2, [192, 0, 2, 2])] {
             let box = ReplayTicketTests.Replies()
@@ -105,13 +102,7 @@ struct RecordDeliveryTests {
     let printer = try! DNSName("x._ipp._tcp.local.")
     let other = try! DNSName("y._ipp._tcp.local.")
 
-    func warmed() -> Harness {
-        let h = Harness()
-        h.ask("_ipp._tcp.lab1.example.", .ptr)
-        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(printer))
-        h.clock.advance(by: .seconds(1))
-        return h
-    }
+    func warmed() -> Harness { Harness.warmed(with: printer) }
 
     func instances(_ h: Harness) -> Int { h.ask("_ipp._tcp.lab1.example.", .ptr).message?.answers.count ?? -1 }
 

@@ -21,6 +21,16 @@ struct Harness {
         proxy = DiscoveryProxy(configuration: config, backend: backend, scheduler: clock, logger: Logger(label: "test"))
     }
 
+    /// A harness whose `_ipp._tcp` browse on lab1 has `instance` as its one record and is a
+    /// cache hit.
+    static func warmed(with instance: DNSName) -> Harness {
+        let h = Harness()
+        h.ask("_ipp._tcp.lab1.example.", .ptr)
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(instance))
+        h.clock.advance(by: .seconds(1))
+        return h
+    }
+
     /// A pending or finished reply.
     final class Reply: Sendable {
         private let box = Mutex<(called: Int, bytes: [UInt8]?)>((0, nil))

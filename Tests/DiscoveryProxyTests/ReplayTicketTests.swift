@@ -23,14 +23,7 @@ struct ReplayTicketTests {
         return replies
     }
 
-    /// A harness whose PTR browse has one instance and is a cache hit.
-    func warmed() -> Harness {
-        let h = Harness()
-        h.ask("_ipp._tcp.lab1.example.", .ptr)
-        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(printer))
-        h.clock.advance(by: .seconds(1))
-        return h
-    }
+    func warmed() -> Harness { Harness.warmed(with: printer) }
 
     @Test("a cache hit carries a ticket that stays current while nothing changes")
     func hitHasTicket() throws {
