@@ -75,6 +75,9 @@ class Site:
     def of_type(self, stype):
         return [s for s in self.services if s.stype == stype]
 
+    def of_types(self, stypes):
+        return [s for s in self.services if s.stype in stypes]
+
 
 def host_addresses(index):
     return "198.51.100.%d" % (100 + index), "2001:db8:2::%d" % (100 + index)

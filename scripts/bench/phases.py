@@ -30,6 +30,7 @@ class Run:
         self.ports = {}                  # server name -> DNS port
         self.udp_best = None             # the proxy's best UDP dnsperf result
         self.udp_refs = {}               # the reference servers' best UDP qps
+        self.site_queries = []           # what warm_site asked to learn the site
         self.cold_p50 = None
 
     def path(self, name):
@@ -129,7 +130,8 @@ def _cold_paired(run, startup, target, window):
 
 # --------------------------------------------------------------------------- warm + zone
 def warm_site(run):
-    qs = sitemod.learn_queries([s for s in run.site.services if s.stype in run.site.site_types])
+    qs = sitemod.learn_queries(run.site.of_types(run.site.site_types))
+    run.site_queries = qs
     left = probes.warm(qs, run.main.port, log=run.log)
     if left:
         raise RuntimeError("the proxy never answered %d site queries, e.g. %r" % (len(left), left[:3]))
@@ -141,7 +143,7 @@ def warm_site(run):
     run.report.meta["warm_check"] = "%d queries: %d hits, %d misses" % (len(set(qs)), hits, misses)
     if misses or left:
         raise RuntimeError("after warming, %d of the site queries still missed" % max(misses, len(left)))
-    mix = sitemod.mix_queries([s for s in run.site.services if s.stype in run.site.site_types])
+    mix = sitemod.mix_queries(run.site.of_types(run.site.site_types))
     run.mixfile = dnsperf.write_queries(run.path("site-mix.txt"), mix)
     run.report.meta["query_mix"] = {t: sum(1 for q in mix if q[1] == t)
                                     for t in ("PTR", "SRV", "TXT", "A", "AAAA")}
@@ -217,9 +219,8 @@ def no_replay(run):
     sec = "a. cache-hit qps"
     p = Proxy(run.lab, run.binary, NOREPLAY_PORT, "proxy-noreplay", extra_config="replay-answers: false\n").start()
     try:
-        qs = sitemod.learn_queries([s for s in run.site.services if s.stype in run.site.site_types])
         for _ in range(2):
-            left = probes.warm(qs, p.port, log=run.log)
+            left = probes.warm(run.site_queries, p.port, log=run.log)
         if left:
             raise RuntimeError("the replay-off proxy never answered %d site queries" % len(left))
         b = run.udp_best
@@ -423,8 +424,8 @@ def memory(run):
         time.sleep(2.0)
         idle = probes.rss_kib(p.pid)
         run.report.row(sec, "proxy RSS idle", idle / 1024.0, "MiB", note="no browse yet")
-        site_services = [s for s in run.site.services if s.stype in run.site.site_types]
-        extra = [s for s in run.site.services if s.stype in run.site.memory_types]
+        site_services = run.site.of_types(run.site.site_types)
+        extra = run.site.of_types(run.site.memory_types)
         steps = [(len(site_services), site_services), (len(site_services) + len(extra), extra)]
         data = {"idle_kib": idle}
         for total, services in steps:
