@@ -50,19 +50,20 @@ def make_query(qname, rdtype, *, edns=0, payload=1232, options=None, flags=None)
 
 
 def query(qname, rdtype, *, tcp=False, v6=False, edns=0, payload=1232, options=None,
-          timeout=10.0, check=True, port=L.PROXY_PORT):
+          timeout=10.0, check=True, port=L.PROXY_PORT, source=None):
     """Send one query to the proxy; return (response, elapsed seconds).
 
-    edns=-1 sends no OPT.  With check=True the response is run through
+    edns=-1 sends no OPT.  `source` is the client address to send from (one of
+    the router's own).  With check=True the response is run through
     assert_sane()."""
     q = make_query(qname, rdtype, edns=edns, payload=payload, options=options)
     addr = L.PROXY_ADDR6 if v6 else L.PROXY_ADDR
     t0 = time.monotonic()
     with L.netns(L.NS_R):
         if tcp:
-            r = dns.query.tcp(q, addr, port=port, timeout=timeout)
+            r = dns.query.tcp(q, addr, port=port, timeout=timeout, source=source)
         else:
-            r = dns.query.udp(q, addr, port=port, timeout=timeout,
+            r = dns.query.udp(q, addr, port=port, timeout=timeout, source=source,
                               ignore_unexpected=True)
     elapsed = time.monotonic() - t0
     if check:

@@ -66,6 +66,31 @@ def test_removed_service_disappears(lab):
         lab.responder_cmd("add Removable Service")
 
 
+def test_removal_reaches_every_client(lab):
+    """Answers are encoded once per question and shared by every client until the
+    records change (the proxy's answer memo): a second client's first query gets
+    the first client's answer, and after a goodbye on the far link neither client
+    is answered from what was shared before it (RFC 8766 §5.6)."""
+    q = name("_remove", "_tcp")
+    inst = name("Removable Service", "_remove", "_tcp")
+    other = L.R_V4_1  # a second client address on the router
+    r, got = browse_until(q, [inst])
+    assert inst in got, r
+    r, _ = query(q, T.PTR, source=other)
+    assert inst in ptr_targets(r, q), "the second client missed what the first was told: %s" % r
+    lab.responder_cmd("remove Removable Service")
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 15.0 and inst in ptr_targets(query(q, T.PTR, source=other, timeout=8)[0], q):
+            time.sleep(1.0)
+        r, _ = query(q, T.PTR, source=other, timeout=8)
+        assert inst not in ptr_targets(r, q), "removed instance still browsed by the second client after 15 s"
+        r, _ = query(q, T.PTR, timeout=8)
+        assert inst not in ptr_targets(r, q), "the first client still gets the answer from before the goodbye: %s" % r
+    finally:
+        lab.responder_cmd("add Removable Service")
+
+
 @pytest.mark.parametrize("zone", [ZONE1, ZONE2], ids=["lab1", "lab2"])
 def test_no_cross_link_additionals(lab, zone):
     """RFC 8766 §5.1: every name in a response lies in the queried zone
