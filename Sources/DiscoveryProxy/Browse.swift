@@ -9,19 +9,29 @@ struct BrowseKey: Hashable, Sendable, CustomStringConvertible {
     var type: RRType
 
     var question: MDNSQuestion { MDNSQuestion(interface: interface, name: name, type: type) }
+
+    init(interface: String, name: DNSName, type: RRType) {
+        self.interface = interface
+        self.name = name
+        self.type = type
+    }
+
+    init(_ question: MDNSQuestion) {
+        self.init(interface: question.interface, name: question.name, type: question.type)
+    }
     var description: String { "\(name) \(type) on \(interface)" }
 }
 
-/// A record as the proxy keeps it: the mDNS original plus its translated RDATA, computed once
-/// when it arrives rather than per answer. Fields are ordered largest first, and times kept
-/// as nanoseconds, so that no padding is stored: there is one per record of every browse.
+/// A record as the proxy keeps it: its RDATA decoded once, on arrival, with names as mDNS
+/// gave them (in `.local.`). Rewriting into the link zone is done per answer
+/// (`answerRData`), not kept: a translated copy would be one more name per PTR and SRV
+/// record, and so per known instance. Fields are ordered largest first, and times kept as
+/// nanoseconds, so that no padding is stored: there is one per record of every browse.
 struct CachedRecord: Sendable {
     /// The mDNS owner name (in `.local.`), for additional-record owners.
     var localName: DNSName
-    /// For PTR and SRV: the `.local` name the RDATA points at, to find additional records.
-    var localTarget: DNSName?
-    /// RDATA with `.local` names rewritten into the link zone; nil when suppressed
-    /// (link-local address, RFC 8766 §5.5.2) or undecodable.
+    /// The decoded RDATA, sharing the received bytes where they are the decoded value (a PTR
+    /// target, TXT, addresses); nil when undecodable.
     var rdata: RData?
     /// Arrival order, so answers list instances stably.
     var order: Int
@@ -31,9 +41,8 @@ struct CachedRecord: Sendable {
     /// once per IP protocol); it is gone at zero. Zero while a verification is pending.
     var copies: UInt8 = 1
 
-    init(order: Int, seenAt: Duration, type: RRType, localName: DNSName, rdata: RData?, localTarget: DNSName?) {
+    init(order: Int, seenAt: Duration, type: RRType, localName: DNSName, rdata: RData?) {
         self.localName = localName
-        self.localTarget = localTarget
         self.rdata = rdata
         self.order = order
         self.seenAtNanoseconds = seenAt.nanoseconds
@@ -42,6 +51,26 @@ struct CachedRecord: Sendable {
 
     /// When it arrived (scheduler time), for the status page's freshness.
     var seenAt: Duration { .nanoseconds(seenAtNanoseconds) }
+
+    /// For PTR: the `.local` name it points at (an instance, or a type for `_services`).
+    var ptrTarget: DNSName? {
+        if case .ptr(let target)? = rdata { return target }
+        return nil
+    }
+
+    /// For PTR and SRV: the `.local` name the RDATA points at, to find additional records.
+    var localTarget: DNSName? {
+        switch rdata {
+        case .ptr(let target)?, .srv(_, _, _, let target)?: return target
+        default: return nil
+        }
+    }
+
+    /// The RDATA as answered in `zone`: `.local` names rewritten into it, and nil when
+    /// suppressed (link-local address, RFC 8766 §5.5.2) or undecodable.
+    func answerRData(zone: DNSName, suppressLinkLocal: Bool) -> RData? {
+        rdata.flatMap { NameMapping.toZone($0, zone: zone, suppressLinkLocal: suppressLinkLocal) }
+    }
 }
 
 
@@ -52,6 +81,8 @@ struct Waiter: Sendable {
     var plan: MDNSPlan
     var deadline: Duration
     var context: QueryContext
+    /// When the browse's first record arrived, for the per-query timing in the debug log.
+    var firstResultAt: Duration? = nil
 }
 
 /// What answering a query needs besides the message: where the reply goes, how big it may
@@ -79,17 +110,18 @@ struct QueryContext: Sendable {
 }
 
 /// One live mDNS query and what it has found so far: the cache entry of the proxy. Stored
-/// inline in the browse map, one slot per browse, so kept small: times as nanoseconds, and
-/// flags last.
+/// inline in the browse map, one slot per browse, so kept small (72 bytes): times as
+/// nanoseconds, counters of 32 bits, and flags last.
 struct Browse: Sendable {
     var records = MDNSRecordTable<CachedRecord>()
     var handle: (any MDNSQueryHandle)?
     var waiters: [Waiter] = []
-    var generation: Int
-    var nextOrder = 0
     private var startedAtNanoseconds: Int64
     private var lastUsedNanoseconds: Int64
-    private var firstResultNanoseconds: Int64?
+    /// The tag of its mDNS query (`State.nextGeneration`).
+    var generation: UInt32
+    /// Arrival order of the next record (wraps after 2^31 records in one browse).
+    private var nextOrderValue: Int32 = 0
     /// A collection-window flush is scheduled.
     var flushArmed = false
     /// mDNS has delivered results since the query (re)started: from now on the record set is
@@ -99,7 +131,7 @@ struct Browse: Sendable {
     /// "all for now" are gone (`MDNSEvent.verifying`).
     var verifying = false
 
-    init(generation: Int, startedAt: Duration, lastUsed: Duration) {
+    init(generation: UInt32, startedAt: Duration, lastUsed: Duration) {
         self.generation = generation
         self.startedAtNanoseconds = startedAt.nanoseconds
         self.lastUsedNanoseconds = lastUsed.nanoseconds
@@ -115,10 +147,9 @@ struct Browse: Sendable {
         get { .nanoseconds(lastUsedNanoseconds) }
         set { lastUsedNanoseconds = newValue.nanoseconds }
     }
-    /// When the first record arrived, for per-query timing.
-    var firstResultAt: Duration? {
-        get { firstResultNanoseconds.map { .nanoseconds($0) } }
-        set { firstResultNanoseconds = newValue?.nanoseconds }
+    var nextOrder: Int {
+        get { Int(nextOrderValue) }
+        set { nextOrderValue = Int32(truncatingIfNeeded: newValue) }
     }
 
     /// Whether a query can be answered from this browse now (a cache hit, RFC 8766 §5.6):

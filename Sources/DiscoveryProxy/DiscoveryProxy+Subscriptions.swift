@@ -36,8 +36,8 @@ extension DiscoveryProxy {
             // (RFC 8765 §6.2) rides on the browses of the DNS-SD types at that name.
             let types = plan.type == .any ? Self.anyTypes : [plan.type]
             let subscriber = Subscriber(
-                session: session, id: id, owner: request.name, type: request.type, services: plan.link.services,
-                sink: sink)
+                session: session, id: id, owner: request.name, type: request.type, zone: plan.link.zone,
+                suppressLinkLocal: configuration.suppressLinkLocal, services: plan.link.services, sink: sink)
             var initial: [PushChange] = []
             var keys: [BrowseKey] = []
             for type in types {
@@ -56,7 +56,7 @@ extension DiscoveryProxy {
     private func join(_ key: BrowseKey, _ subscriber: Subscriber) -> [PushChange] {
         let now = scheduler.now()
         let configuration = self.configuration
-        let (initial, start) = state.withLock { state -> ([PushChange], (generation: Int, delay: Duration)?) in
+        let (initial, start) = state.withLock { state -> ([PushChange], (generation: UInt32, delay: Duration)?) in
             state.subscriptions.add(subscriber, to: key)
             if var browse = state.browses[key] {
                 browse.lastUsed = now
@@ -74,7 +74,7 @@ extension DiscoveryProxy {
             let delay = bucket.reserve(now: now)
             state.buckets[key.interface] = bucket
             let generation = state.nextGeneration
-            state.nextGeneration += 1
+            state.nextGeneration &+= 1
             state.released[key] = nil
             state.browses[key] = Browse(generation: generation, startedAt: now + delay, lastUsed: now)
             state.stats.activeBrowses = state.browses.count
@@ -108,7 +108,11 @@ extension DiscoveryProxy {
             guard let browse = state.browses[key],
                 browse.isEstablished(now: now, negativeTimeout: configuration.negativeTimeout)
             else { return .none }
-            if let held = browse.records.first(where: { $0.value.type == request.type && $0.value.rdata == rdata }) {
+            let zone = plan.link.zone
+            if let held = browse.records.first(where: {
+                $0.value.type == request.type
+                    && $0.value.answerRData(zone: zone, suppressLinkLocal: configuration.suppressLinkLocal) == rdata
+            }) {
                 return .verify(held.record)
             }
             return .removed(

@@ -15,7 +15,7 @@ import Synchronization
 /// timers on the scheduler's; the backend is never called with the mutex held (avahi takes
 /// its own lock around callbacks, so that would deadlock), and replies are encoded and sent
 /// outside the mutex.
-public final class DiscoveryProxy: Sendable {
+public final class DiscoveryProxy: MDNSQueryReceiver {
     let backend: any MDNSBackend
     let scheduler: any ProxyScheduler
     let logger: Logger
@@ -35,7 +35,9 @@ public final class DiscoveryProxy: Sendable {
         /// What released browses last knew, for optimistic answers (bounded in age and count).
         var released: [BrowseKey: ReleasedBrowse] = [:]
         var buckets: [String: TokenBucket] = [:]
-        var nextGeneration = 0
+        /// Tells a browse's events from those of an earlier browse of the same question still
+        /// in flight; wraps after 2^32 browses, long after any such event has arrived.
+        var nextGeneration: UInt32 = 0
         var nextWaiterID = 0
         var stats = ProxyStats()
         var sweepTimer: (any ProxyTimer)?
@@ -118,7 +120,9 @@ public final class DiscoveryProxy: Sendable {
     public func linkStatus() -> [LinkStatus] {
         let now = scheduler.now()
         let browses = state.withLock { $0.browses }
-        return LinkStatus.make(links: catalog.configuration.links, browses: browses, now: now)
+        let configuration = catalog.configuration
+        return LinkStatus.make(
+            links: configuration.links, browses: browses, suppressLinkLocal: configuration.suppressLinkLocal, now: now)
     }
 
     // MARK: Queries
@@ -236,15 +240,15 @@ public final class DiscoveryProxy: Sendable {
             answerAny(plan, query: query, context: context)
             return
         }
-        let key = BrowseKey(interface: plan.link.interface, name: plan.localName, type: plan.type)
+        var key = BrowseKey(interface: plan.link.interface, name: plan.localName, type: plan.type)
         let now = scheduler.now()
         enum Action {
             case hit(Snapshot)
             /// A hit another query with the same bytes has already encoded (`AnswerMemo`).
             case memo(AnswerMemo.Answer)
-            case wait(waiterID: Int, deadline: Duration, start: (generation: Int, delay: Duration)?)
+            case wait(waiterID: Int, deadline: Duration, start: (generation: UInt32, delay: Duration)?)
             /// Answered from a recently released browse while a fresh one starts.
-            case optimistic(Snapshot, start: (generation: Int, delay: Duration)?)
+            case optimistic(Snapshot, start: (generation: UInt32, delay: Duration)?)
             case rateLimited
             /// `maxBrowses` reached and no browse may make room (`BrowseLimit`).
             case full
@@ -272,6 +276,7 @@ public final class DiscoveryProxy: Sendable {
                 return .wait(waiterID: id, deadline: deadline, start: nil)
             }
             guard !state.shutDown else { return .rateLimited }
+            key = state.sharingStorage(key)
             // Optimistic answer (like serve-stale): the last results of a browse released
             // not long ago, while a fresh browse starts so that the next answer is current.
             let stale = state.released[key].flatMap {
@@ -302,7 +307,7 @@ public final class DiscoveryProxy: Sendable {
             if delay > .zero { state.stats.rateLimited += 1 }
             state.buckets[key.interface] = bucket
             let generation = state.nextGeneration
-            state.nextGeneration += 1
+            state.nextGeneration &+= 1
             if let stale {
                 state.released[key] = nil
                 state.browses[key] = Browse(generation: generation, startedAt: now + delay, lastUsed: now)
@@ -345,7 +350,7 @@ public final class DiscoveryProxy: Sendable {
             finish(failure(query, .servFail), context, cache: "miss")
         case .wait(let waiterID, let deadline, let start):
             if let start, start.delay > .zero { metrics.mdnsRateLimited(link: key.interface) }
-            scheduler.schedule(after: deadline - now) { [weak self] in self?.expire(key, waiterID: waiterID) }
+            scheduler.schedule(after: deadline - now) { [weak self, key] in self?.expire(key, waiterID: waiterID) }
             if let start { begin(key, start) }
         }
     }
@@ -379,7 +384,7 @@ public final class DiscoveryProxy: Sendable {
     static let optimisticTTL: UInt32 = 2
 
     /// Starts a browse now, or after its rate-limit delay.
-    func begin(_ key: BrowseKey, _ start: (generation: Int, delay: Duration)) {
+    func begin(_ key: BrowseKey, _ start: (generation: UInt32, delay: Duration)) {
         if start.delay == .zero {
             startBrowse(key, generation: start.generation)
         } else {
@@ -391,12 +396,10 @@ public final class DiscoveryProxy: Sendable {
 
     // MARK: mDNS side
 
-    private func startBrowse(_ key: BrowseKey, generation: Int) {
+    private func startBrowse(_ key: BrowseKey, generation: UInt32) {
         let handle: any MDNSQueryHandle
         do {
-            handle = try backend.startQuery(key.question) { [weak self] event in
-                self?.receive(event, for: key, generation: generation)
-            }
+            handle = try backend.startQuery(key.question, tag: UInt32(generation), receiver: self)
         } catch {
             logger.warning(
                 "cannot start mDNS query", metadata: ["mdns.question": "\(key)", "mdns.error": "\(error)"])
@@ -422,8 +425,13 @@ public final class DiscoveryProxy: Sendable {
         logger.debug("mDNS query started", metadata: ["mdns.question": "\(key)"])
     }
 
-    /// Called on the backend's thread. Must not call the backend.
-    private func receive(_ event: MDNSEvent, for key: BrowseKey, generation: Int) {
+    /// The backend's events for a browse; `tag` is its generation. Called on the backend's
+    /// thread; must not call the backend.
+    public func receive(_ event: MDNSEvent, for question: MDNSQuestion, tag: UInt32) {
+        receive(event, for: BrowseKey(question), generation: tag)
+    }
+
+    private func receive(_ event: MDNSEvent, for key: BrowseKey, generation: UInt32) {
         let now = scheduler.now()
         enum Follow { case none, flushNow, armWindow }
         var firstResultAfter: Duration?
@@ -441,13 +449,13 @@ public final class DiscoveryProxy: Sendable {
                     browse.records[record] = held
                     return .none
                 }
-                browse.records[record] = cache(record, on: key, order: browse.nextOrder, now: now)
+                browse.records[record] = cache(record, order: browse.nextOrder, now: now)
                 invalidateReplays()
                 browse.nextOrder += 1
                 pushes = state.subscriptions.changes(for: key, adding: browse.records[record]!)
-                if !browse.hasResults, browse.firstResultAt == nil {
-                    browse.firstResultAt = now
+                if !browse.hasResults {
                     firstResultAfter = now - browse.startedAt
+                    for index in browse.waiters.indices { browse.waiters[index].firstResultAt = now }
                 }
                 browse.hasResults = true
                 guard !browse.waiters.isEmpty, !browse.flushArmed else { return .none }
@@ -507,20 +515,20 @@ public final class DiscoveryProxy: Sendable {
     }
 
     /// Answers every waiter of a browse from what it has now.
-    private func flush(_ key: BrowseKey, generation: Int) {
-        let (waiters, snapshot, firstResultAt) = state.withLock { state -> ([Waiter], Snapshot, Duration?) in
-            guard var browse = state.browses[key], browse.generation == generation else { return ([], Snapshot(), nil) }
+    private func flush(_ key: BrowseKey, generation: UInt32) {
+        let (waiters, snapshot) = state.withLock { state -> ([Waiter], Snapshot) in
+            guard var browse = state.browses[key], browse.generation == generation else { return ([], Snapshot()) }
             browse.flushArmed = false
             let waiters = browse.waiters
             browse.waiters = []
             state.browses[key] = browse
-            return (waiters, makeSnapshot(for: key, in: state.browses), browse.firstResultAt)
+            return (waiters, makeSnapshot(for: key, in: state.browses))
         }
         let now = scheduler.now()
         for waiter in waiters {
             // Per-query timing, like a connection establishment report: how long mDNS took
             // to bring the first result for this query, and when the answer went out.
-            if let firstResultAt {
+            if let firstResultAt = waiter.firstResultAt {
                 logger.debug(
                     "answered from mDNS",
                     metadata: [
@@ -558,29 +566,20 @@ public final class DiscoveryProxy: Sendable {
         finish(answer(waiter.query, plan: waiter.plan, snapshot: snapshot), waiter.context, cache: "miss")
     }
 
-    /// Translates an mDNS record once, on arrival: RDATA decoded, `.local` names rewritten
-    /// into the link zone, unusable addresses suppressed (RFC 8766 §5.5).
-    func cache(_ record: MDNSRecord, on key: BrowseKey, order: Int, now: Duration) -> CachedRecord {
-        let zone = catalog.configuration.links.first { $0.interface == key.interface }?.zone ?? Catalog.local
-        var rdata: RData? = nil
-        var localTarget: DNSName? = nil
-        if var decoded = try? RData(type: record.type, wire: record.rdata) {
-            // Where the decoded bytes are the record's own, keep one array rather than two:
-            // a PTR's RDATA is its target's wire form; TXT and addresses are copied verbatim.
-            switch decoded {
-            case .ptr(let target):
-                localTarget = target.sharingStorage(with: record.rdata)
-            case .srv(_, _, _, let target): localTarget = target
-            case .txt(let bytes) where bytes == record.rdata: decoded = .txt(record.rdata)
-            case .a(let bytes) where bytes == record.rdata: decoded = .a(record.rdata)
-            case .aaaa(let bytes) where bytes == record.rdata: decoded = .aaaa(record.rdata)
-            default: break
-            }
-            rdata = NameMapping.toZone(decoded, zone: zone, suppressLinkLocal: configuration.suppressLinkLocal)
+    /// Decodes an mDNS record once, on arrival. Its names stay in `.local`: answers rewrite
+    /// them into the link zone (`CachedRecord.answerRData`).
+    func cache(_ record: MDNSRecord, order: Int, now: Duration) -> CachedRecord {
+        var rdata = try? RData(type: record.type, wire: record.rdata)
+        // Where the decoded bytes are the record's own, keep one array rather than two: a
+        // PTR's RDATA is its target's wire form; TXT and addresses are copied verbatim.
+        switch rdata {
+        case .ptr(let target)?: rdata = .ptr(target.sharingStorage(with: record.rdata))
+        case .txt(let bytes)? where bytes == record.rdata: rdata = .txt(record.rdata)
+        case .a(let bytes)? where bytes == record.rdata: rdata = .a(record.rdata)
+        case .aaaa(let bytes)? where bytes == record.rdata: rdata = .aaaa(record.rdata)
+        default: break
         }
-        return CachedRecord(
-            order: order, seenAt: now, type: record.type, localName: record.name, rdata: rdata,
-            localTarget: localTarget)
+        return CachedRecord(order: order, seenAt: now, type: record.type, localName: record.name, rdata: rdata)
     }
 
     // MARK: Answers
@@ -630,14 +629,16 @@ public final class DiscoveryProxy: Sendable {
         let owner = query.questions[0].name
         let ttl = ttl ?? configuration.ttlCap
         let filter = plan.link.services
+        let zone = plan.link.zone
+        let suppress = configuration.suppressLinkLocal
         reply.answers = snapshot.answers.compactMap { record in
-            guard let rdata = record.rdata else { return nil }
             // `_services._dns-sd._udp` lists types: drop those the link does not share.
-            if !filter.isOpen, record.type == .ptr, let target = record.localTarget,
+            if !filter.isOpen, record.type == .ptr, let target = record.ptrTarget,
                 let type = ServiceFilter.serviceType(of: target.labels.dropLast().map { $0 }), !filter.permits(type)
             {
                 return nil
             }
+            guard let rdata = record.answerRData(zone: zone, suppressLinkLocal: suppress) else { return nil }
             return ResourceRecord(name: owner, type: record.type, ttl: ttl, rdata: rdata)
         }
         if reply.answers.isEmpty {
@@ -648,8 +649,8 @@ public final class DiscoveryProxy: Sendable {
         let answered = Set(reply.answers)
         var additional: [ResourceRecord] = []
         for record in snapshot.additional {
-            guard let rdata = record.rdata,
-                let name = record.localName.replacingSuffix(Catalog.local, with: plan.link.zone)
+            guard let rdata = record.answerRData(zone: zone, suppressLinkLocal: suppress),
+                let name = record.localName.replacingSuffix(Catalog.local, with: zone)
             else { continue }
             let rr = ResourceRecord(name: name, type: record.type, ttl: ttl, rdata: rdata)
             if !answered.contains(rr) && !additional.contains(rr) { additional.append(rr) }

@@ -68,11 +68,14 @@ public struct TXTEntry: Sendable, Codable, Equatable {
 }
 
 extension LinkStatus {
-    static func make(links: [Link], browses: [BrowseKey: Browse], now: Duration) -> [LinkStatus] {
+    static func make(links: [Link], browses: [BrowseKey: Browse], suppressLinkLocal: Bool, now: Duration) -> [LinkStatus] {
         links.map { link in
             let mine = browses.filter { $0.key.interface == link.interface }
-            func records(_ name: DNSName, _ type: RRType) -> [CachedRecord] {
-                mine[BrowseKey(interface: link.interface, name: name, type: type)]?.orderedRecords ?? []
+            /// As answered: RDATA in the link's zone, suppressed addresses left out.
+            func records(_ name: DNSName, _ type: RRType) -> [RData] {
+                (mine[BrowseKey(interface: link.interface, name: name, type: type)]?.orderedRecords ?? []).compactMap {
+                    $0.answerRData(zone: link.zone, suppressLinkLocal: suppressLinkLocal)
+                }
             }
             var services: [ServiceStatus] = []
             var seen = Set<DNSName>()
@@ -80,26 +83,27 @@ extension LinkStatus {
             for (key, browse) in mine.sorted(by: { "\($0.key.name)" < "\($1.key.name)" })
             where key.type == .ptr && ServiceStatus.isServiceType(key.name) {
                 for ptr in browse.orderedRecords {
-                    guard let instance = ptr.localTarget, seen.insert(instance).inserted,
+                    guard let instance = ptr.ptrTarget, seen.insert(instance).inserted,
                         instance.labels.count == 4
                     else { continue }
                     var status = ServiceStatus(
                         type: instance.labels[1...2].map { String(decoding: $0, as: UTF8.self) }.joined(separator: "."),
                         instance: String(decoding: instance.labels[0], as: UTF8.self), host: nil, port: nil,
                         addresses: [], txt: nil, ageSeconds: Double((now - ptr.seenAt).components.seconds))
-                    if let srv = records(instance, .srv).first, case .srv(_, _, let port, let target)? = srv.rdata,
-                        let localHost = srv.localTarget
+                    if let srv = mine[BrowseKey(interface: link.interface, name: instance, type: .srv)]?.orderedRecords.first,
+                        let localHost = srv.localTarget,
+                        case .srv(_, _, let port, let target)? = srv.answerRData(zone: link.zone, suppressLinkLocal: false)
                     {
                         status.host = "\(target)"
                         status.port = Int(port)
                         status.addresses = (records(localHost, .a) + records(localHost, .aaaa)).compactMap {
-                            switch $0.rdata {
-                            case .a(let bytes)?, .aaaa(let bytes)?: return IPPrefix.format(bytes)
+                            switch $0 {
+                            case .a(let bytes), .aaaa(let bytes): return IPPrefix.format(bytes)
                             default: return nil
                             }
                         }
                     }
-                    if let txt = records(instance, .txt).first, case .txt(let bytes)? = txt.rdata {
+                    if case .txt(let bytes)? = records(instance, .txt).first {
                         status.txt = TXTEntry.parse(bytes)
                     }
                     services.append(status)

@@ -14,6 +14,10 @@ struct Subscriber: Sendable {
     /// of a unicast answer), so the client's own spelling comes back.
     var owner: DNSName
     var type: RRType
+    /// The link's zone, and whether link-local addresses are left out: records are sent as
+    /// unicast answers give them (`CachedRecord.answerRData`).
+    var zone: DNSName
+    var suppressLinkLocal: Bool
     /// The link's service filter, for `_services._dns-sd._udp` (same as unicast answers).
     var services: ServiceFilter
     var sink: any PushSink
@@ -31,12 +35,14 @@ struct Subscriber: Sendable {
     /// The change this subscriber is told for a cached record, nil when the record is not
     /// shown to clients (suppressed address, filtered service type, undecodable RDATA).
     func change(for record: CachedRecord, adding: Bool) -> PushChange? {
-        guard let rdata = record.rdata, let wire = try? rdata.wireBytes() else { return nil }
-        if !services.isOpen, record.type == .ptr, let target = record.localTarget,
+        if !services.isOpen, record.type == .ptr, let target = record.ptrTarget,
             let type = ServiceFilter.serviceType(of: target.labels.dropLast().map { $0 }), !services.permits(type)
         {
             return nil
         }
+        guard let rdata = record.answerRData(zone: zone, suppressLinkLocal: suppressLinkLocal),
+            let wire = try? rdata.wireBytes()
+        else { return nil }
         return adding
             ? .add(owner, record.type, ttl: Self.ttl(for: record.type), rdata: wire)
             : .remove(owner, record.type, rdata: wire)

@@ -55,7 +55,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
 
     private var slots: [ClientSlot] = []
     private var nextSlotID = 0
-    private var nextQueryID: UInt64 = 0
+    private var nextQueryID: UInt32 = 0
     private var liveQueries = 0
     private var isShutDown = false
     /// True from the first sign of a lost daemon until every connection runs again; warnings
@@ -132,8 +132,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     public var reconnectCount: Int { self.published.withLock { $0.reconnects } }
 
     public func startQuery(
-        _ question: MDNSQuestion,
-        handler: @escaping @Sendable (MDNSEvent) -> Void
+        _ question: MDNSQuestion, tag: UInt32, receiver: any MDNSQueryReceiver
     ) throws(MDNSError) -> any MDNSQueryHandle {
         let index = if_nametoindex(question.interface)
         guard index != 0, let interfaceIndex = Int32(exactly: index) else {
@@ -147,13 +146,14 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
             guard self.liveQueries < self.totalObjectBudget else {
                 throw .budgetExhausted(limit: self.totalObjectBudget)
             }
-            self.nextQueryID += 1
+            self.nextQueryID &+= 1
             let query = Query(
                 id: self.nextQueryID,
                 backend: self,
                 question: question,
                 interfaceIndex: interfaceIndex,
-                handler: handler
+                tag: tag,
+                receiver: receiver
             )
             try self.place(query)
             self.liveQueries += 1
@@ -167,7 +167,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                 "mdns.interface": "\(question.interface)",
             ]
         )
-        return AvahiQueryHandle(backend: self, query: query)
+        return query
     }
 
     /// Frees every browser and connection; queries get no further events and later
@@ -563,7 +563,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                 "mdns.interface": "\(query.question.interface)", "mdns.event": "\(event)",
             ]
         )
-        query.handler(event)
+        query.receiver?.receive(event, for: query.question, tag: query.tag)
     }
 
     // MARK: Reconfirm
@@ -670,7 +670,7 @@ private final class ClientSlot {
     var status: Status = .connecting
     /// Reached a running state on the current connection.
     var hasRun = false
-    var queries: [UInt64: Query] = [:]
+    var queries: [UInt32: Query] = [:]
     var reconnectAt: ContinuousClock.Instant?
     var attachAt: ContinuousClock.Instant?
     var collectWanted = false
@@ -682,47 +682,45 @@ private final class ClientSlot {
     }
 }
 
-/// One query. `let`s are immutable; every `var` is guarded by the poll lock.
-private final class Query: @unchecked Sendable {
-    let id: UInt64
-    unowned let backend: AvahiBackend
+/// One query, and its holder's handle: one object per query, as the proxy holds two for every
+/// instance it knows. `let`s are immutable; every `var` is guarded by the poll lock.
+///
+/// It keeps the backend alive (as a handle must), and the backend's pool keeps it until it is
+/// cancelled. Fields are laid out so that the object fits a 112-byte malloc chunk: the 32-bit
+/// fields together, after the 8-byte ones.
+private final class Query: MDNSQueryHandle, @unchecked Sendable {
+    let backend: AvahiBackend
     let question: MDNSQuestion
-    let interfaceIndex: Int32
-    let handler: @Sendable (MDNSEvent) -> Void
-
+    weak let receiver: (any MDNSQueryReceiver)?
     var browser: OpaquePointer?  // AvahiRecordBrowser*
     var slot: ClientSlot?
+    let tag: UInt32
+    /// For logs, and the order queries are re-created in (wraps after 2^32 queries).
+    let id: UInt32
+    let interfaceIndex: Int32
     var cancelled = false
     /// `.failed` was delivered; the next browser starts with `.restarted`.
     var failedSinceStart = false
 
     init(
-        id: UInt64,
+        id: UInt32,
         backend: AvahiBackend,
         question: MDNSQuestion,
         interfaceIndex: Int32,
-        handler: @escaping @Sendable (MDNSEvent) -> Void
+        tag: UInt32,
+        receiver: any MDNSQueryReceiver
     ) {
         self.id = id
         self.backend = backend
         self.question = question
         self.interfaceIndex = interfaceIndex
-        self.handler = handler
-    }
-}
-
-private final class AvahiQueryHandle: MDNSQueryHandle {
-    let backend: AvahiBackend
-    private let query: Query
-
-    init(backend: AvahiBackend, query: Query) {
-        self.backend = backend
-        self.query = query
+        self.tag = tag
+        self.receiver = receiver
     }
 
     /// Idempotent; callable from any thread, including from inside this backend's handlers.
     func cancel() {
-        self.backend.cancel(self.query)
+        self.backend.cancel(self)
     }
 }
 

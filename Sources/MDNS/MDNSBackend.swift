@@ -62,17 +62,25 @@ public protocol MDNSQueryHandle: AnyObject, Sendable {
     func cancel()
 }
 
+/// Receives the events of the queries started with it, each with the question and the `tag`
+/// given when that query started. One receiver serves every query of its holder, so that a
+/// query costs no closure context of its own (the proxy holds two queries per known instance).
+/// The backend does not keep receivers alive: a receiver that has gone gets no events.
+public protocol MDNSQueryReceiver: AnyObject, Sendable {
+    /// Called on a backend thread, serially per query; see `MDNSBackend`.
+    func receive(_ event: MDNSEvent, for question: MDNSQuestion, tag: UInt32)
+}
+
 /// The mDNS side as the proxy sees it. Implementations: `AvahiBackend` (libavahi-client over
 /// D-Bus), and a scripted in-memory backend in the tests.
 ///
-/// Threading contract: `handler` is called on a backend thread, serially per query, and must
+/// Threading contract: receivers are called on a backend thread, serially per query, and must
 /// not call back into the backend synchronously (avahi's poll lock is held during callbacks).
 public protocol MDNSBackend: AnyObject, Sendable {
-    /// Starts a continuous query. Throws when the interface is unknown or the backend refuses
-    /// (object budget exhausted).
+    /// Starts a continuous query whose events go to `receiver` with `tag`. Throws when the
+    /// interface is unknown or the backend refuses (object budget exhausted).
     func startQuery(
-        _ question: MDNSQuestion,
-        handler: @escaping @Sendable (MDNSEvent) -> Void
+        _ question: MDNSQuestion, tag: UInt32, receiver: any MDNSQueryReceiver
     ) throws(MDNSError) -> any MDNSQueryHandle
 
     /// Current connection state, for health reporting and logs.
@@ -87,6 +95,31 @@ public protocol MDNSBackend: AnyObject, Sendable {
 extension MDNSBackend {
     /// Backends that cannot verify a record do nothing; the record goes away at its TTL.
     public func reconfirm(_ question: MDNSQuestion, record: MDNSRecord) {}
+
+    /// Starts a query whose events go to `handler`, for callers with few queries (tools,
+    /// tests). The returned handle keeps the handler alive.
+    public func startQuery(
+        _ question: MDNSQuestion, handler: @escaping @Sendable (MDNSEvent) -> Void
+    ) throws(MDNSError) -> any MDNSQueryHandle {
+        let receiver = HandlerReceiver(handler: handler)
+        return HandlerQuery(receiver: receiver, query: try startQuery(question, tag: 0, receiver: receiver))
+    }
+}
+
+private final class HandlerReceiver: MDNSQueryReceiver {
+    let handler: @Sendable (MDNSEvent) -> Void
+    init(handler: @escaping @Sendable (MDNSEvent) -> Void) { self.handler = handler }
+    func receive(_ event: MDNSEvent, for question: MDNSQuestion, tag: UInt32) { handler(event) }
+}
+
+private final class HandlerQuery: MDNSQueryHandle {
+    let receiver: HandlerReceiver
+    let query: any MDNSQueryHandle
+    init(receiver: HandlerReceiver, query: any MDNSQueryHandle) {
+        self.receiver = receiver
+        self.query = query
+    }
+    func cancel() { query.cancel() }
 }
 
 public enum MDNSBackendState: String, Sendable {

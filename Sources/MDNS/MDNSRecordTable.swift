@@ -32,6 +32,11 @@ public struct MDNSRecordTable<Value> {
         }
     }
 
+    /// The record as stored, equal to `record`: lets a holder share the stored arrays.
+    public func storedRecord(equalTo record: MDNSRecord) -> MDNSRecord? {
+        position(of: record).map { entries[$0].record }
+    }
+
     public subscript(record: MDNSRecord, default value: @autoclosure () -> Value) -> Value {
         self[record] ?? value()
     }

@@ -7,12 +7,15 @@ import Synchronization
 final class ScriptedBackend: MDNSBackend {
     final class Handle: MDNSQueryHandle {
         let question: MDNSQuestion
-        let handler: @Sendable (MDNSEvent) -> Void
+        let tag: UInt32
+        weak let receiver: (any MDNSQueryReceiver)?
         private let cancelled = Atomic<Bool>(false)
-        init(question: MDNSQuestion, handler: @escaping @Sendable (MDNSEvent) -> Void) {
+        init(question: MDNSQuestion, tag: UInt32, receiver: any MDNSQueryReceiver) {
             self.question = question
-            self.handler = handler
+            self.tag = tag
+            self.receiver = receiver
         }
+        func deliver(_ event: MDNSEvent) { receiver?.receive(event, for: question, tag: tag) }
         func cancel() { cancelled.store(true, ordering: .sequentiallyConsistent) }
         var isCancelled: Bool { cancelled.load(ordering: .sequentiallyConsistent) }
     }
@@ -32,10 +35,10 @@ final class ScriptedBackend: MDNSBackend {
     }
 
     func startQuery(
-        _ question: MDNSQuestion, handler: @escaping @Sendable (MDNSEvent) -> Void
+        _ question: MDNSQuestion, tag: UInt32, receiver: any MDNSQueryReceiver
     ) throws(MDNSError) -> any MDNSQueryHandle {
         guard interfaces.contains(question.interface) else { throw .unknownInterface(question.interface) }
-        let handle = Handle(question: question, handler: handler)
+        let handle = Handle(question: question, tag: tag, receiver: receiver)
         handles.withLock { $0.append(handle) }
         return handle
     }
@@ -53,7 +56,7 @@ final class ScriptedBackend: MDNSBackend {
         let target = MDNSQuestion(interface: interface, name: try! DNSName(name), type: type)
         let matching = handles.withLock { $0.filter { !$0.isCancelled && $0.question == target } }
         precondition(!matching.isEmpty, "no live query for \(target)")
-        for handle in matching { handle.handler(event) }
+        for handle in matching { handle.deliver(event) }
     }
 
     func add(_ name: String, _ type: RRType, _ rdata: RData, interface: String = "eth1") {

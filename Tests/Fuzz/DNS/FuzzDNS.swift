@@ -143,12 +143,15 @@ enum QueryHarness {
 final class FuzzBackend: MDNSBackend {
     final class Handle: MDNSQueryHandle {
         let question: MDNSQuestion
-        let handler: @Sendable (MDNSEvent) -> Void
+        let tag: UInt32
+        weak let receiver: (any MDNSQueryReceiver)?
         let cancelled = Atomic<Bool>(false)
-        init(question: MDNSQuestion, handler: @escaping @Sendable (MDNSEvent) -> Void) {
+        init(question: MDNSQuestion, tag: UInt32, receiver: any MDNSQueryReceiver) {
             self.question = question
-            self.handler = handler
+            self.tag = tag
+            self.receiver = receiver
         }
+        func handler(_ event: MDNSEvent) { receiver?.receive(event, for: question, tag: tag) }
         func cancel() { cancelled.store(true, ordering: .sequentiallyConsistent) }
     }
 
@@ -156,12 +159,12 @@ final class FuzzBackend: MDNSBackend {
     var state: MDNSBackendState { .running }
 
     func startQuery(
-        _ question: MDNSQuestion, handler: @escaping @Sendable (MDNSEvent) -> Void
+        _ question: MDNSQuestion, tag: UInt32, receiver: any MDNSQueryReceiver
     ) throws(MDNSError) -> any MDNSQueryHandle {
         guard question.interface == "eth1" || question.interface == "eth2" else {
             throw .unknownInterface(question.interface)
         }
-        let handle = Handle(question: question, handler: handler)
+        let handle = Handle(question: question, tag: tag, receiver: receiver)
         handles.withLock { $0.append(handle) }
         return handle
     }
