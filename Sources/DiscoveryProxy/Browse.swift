@@ -22,35 +22,50 @@ struct BrowseKey: Hashable, Sendable, CustomStringConvertible {
     var description: String { "\(name) \(type) on \(interface)" }
 }
 
-/// A record as the proxy keeps it: its RDATA decoded once, on arrival, with names as mDNS
-/// gave them (in `.local.`). Rewriting into the link zone is done per answer
-/// (`answerRData`), not kept: a translated copy would be one more name per PTR and SRV
-/// record, and so per known instance. Fields are ordered largest first, and times kept as
-/// nanoseconds, so that no padding is stored: there is one per record of every browse.
-struct CachedRecord: Sendable {
-    /// The mDNS owner name (in `.local.`), for additional-record owners.
-    var localName: DNSName
+/// What a browse keeps per record beside the `MDNSRecord` it is keyed by (whose owner name
+/// and type it does not repeat): 32 bytes, as there is one per record of every browse. The
+/// RDATA is decoded once, on arrival, with names as mDNS gave them (in `.local.`); rewriting
+/// into the link zone is done per answer (`CachedRecord.answerRData`), not kept, as a
+/// translated copy would be one more name per PTR and SRV record, and so per known instance.
+struct RecordState: Sendable {
     /// The decoded RDATA, sharing the received bytes where they are the decoded value (a PTR
     /// target, TXT, addresses); nil when undecodable.
     var rdata: RData?
-    /// Arrival order, so answers list instances stably.
-    var order: Int
     private var seenAtNanoseconds: Int64
-    var type: RRType
+    /// Arrival order, so answers list instances stably.
+    private var orderValue: Int32
     /// How many deliveries of the record mDNS has made and not withdrawn (avahi delivers it
     /// once per IP protocol); it is gone at zero. Zero while a verification is pending.
     var copies: UInt8 = 1
 
-    init(order: Int, seenAt: Duration, type: RRType, localName: DNSName, rdata: RData?) {
-        self.localName = localName
+    init(order: Int, seenAt: Duration, rdata: RData?) {
         self.rdata = rdata
-        self.order = order
         self.seenAtNanoseconds = seenAt.nanoseconds
-        self.type = type
+        self.orderValue = Int32(truncatingIfNeeded: order)
     }
 
+    var order: Int { Int(orderValue) }
     /// When it arrived (scheduler time), for the status page's freshness.
     var seenAt: Duration { .nanoseconds(seenAtNanoseconds) }
+}
+
+/// A cached record as answers, pushes and the status page use it: the mDNS record's owner
+/// name and type with what the browse keeps for it. Built when read, not stored.
+struct CachedRecord: Sendable {
+    /// The mDNS owner name (in `.local.`), for additional-record owners.
+    var localName: DNSName
+    var type: RRType
+    var state: RecordState
+
+    init(_ record: MDNSRecord, _ state: RecordState) {
+        self.localName = record.name
+        self.type = record.type
+        self.state = state
+    }
+
+    var rdata: RData? { state.rdata }
+    var order: Int { state.order }
+    var seenAt: Duration { state.seenAt }
 
     /// For PTR: the `.local` name it points at (an instance, or a type for `_services`).
     var ptrTarget: DNSName? {
@@ -113,7 +128,7 @@ struct QueryContext: Sendable {
 /// inline in the browse map, one slot per browse, so kept small (72 bytes): times as
 /// nanoseconds, counters of 32 bits, and flags last.
 struct Browse: Sendable {
-    var records = MDNSRecordTable<CachedRecord>()
+    var records = MDNSRecordTable<RecordState>()
     var handle: (any MDNSQueryHandle)?
     var waiters: [Waiter] = []
     private var startedAtNanoseconds: Int64
@@ -164,7 +179,7 @@ struct Browse: Sendable {
         (startedAt > now ? now : startedAt) + negativeTimeout
     }
 
-    var orderedRecords: [CachedRecord] { records.values.sorted { $0.order < $1.order } }
+    var orderedRecords: [CachedRecord] { records.map { CachedRecord($0.record, $0.value) }.sorted { $0.order < $1.order } }
 }
 
 /// The last results of a released browse, kept for optimistic answers.

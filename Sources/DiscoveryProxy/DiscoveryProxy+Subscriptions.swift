@@ -110,8 +110,9 @@ extension DiscoveryProxy {
             else { return .none }
             let zone = plan.link.zone
             if let held = browse.records.first(where: {
-                $0.value.type == request.type
-                    && $0.value.answerRData(zone: zone, suppressLinkLocal: configuration.suppressLinkLocal) == rdata
+                $0.record.type == request.type
+                    && CachedRecord($0.record, $0.value).answerRData(zone: zone, suppressLinkLocal: configuration.suppressLinkLocal)
+                        == rdata
             }) {
                 return .verify(held.record)
             }

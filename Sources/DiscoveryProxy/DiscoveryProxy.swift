@@ -452,7 +452,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
                 browse.records[record] = cache(record, order: browse.nextOrder, now: now)
                 invalidateReplays()
                 browse.nextOrder += 1
-                pushes = state.subscriptions.changes(for: key, adding: browse.records[record]!)
+                pushes = state.subscriptions.changes(for: key, adding: CachedRecord(record, browse.records[record]!))
                 if !browse.hasResults {
                     firstResultAfter = now - browse.startedAt
                     for index in browse.waiters.indices { browse.waiters[index].firstResultAt = now }
@@ -467,7 +467,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
                     held.copies -= 1
                     browse.records[record] = held
                 } else if let gone = browse.records.removeValue(forKey: record) {
-                    pushes = state.subscriptions.changes(for: key, removing: gone)
+                    pushes = state.subscriptions.changes(for: key, removing: CachedRecord(record, gone))
                     invalidateReplays()
                 }
                 return .none
@@ -480,8 +480,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
                 if browse.verifying {
                     browse.verifying = false
                     let gone = browse.records.removeAll { $0.copies == 0 }
-                    for (_, record) in gone {
-                        pushes += state.subscriptions.changes(for: key, removing: record)
+                    for (record, held) in gone {
+                        pushes += state.subscriptions.changes(for: key, removing: CachedRecord(record, held))
                     }
                     if !gone.isEmpty { invalidateReplays() }
                 }
@@ -568,7 +568,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
 
     /// Decodes an mDNS record once, on arrival. Its names stay in `.local`: answers rewrite
     /// them into the link zone (`CachedRecord.answerRData`).
-    func cache(_ record: MDNSRecord, order: Int, now: Duration) -> CachedRecord {
+    func cache(_ record: MDNSRecord, order: Int, now: Duration) -> RecordState {
         var rdata = try? RData(type: record.type, wire: record.rdata)
         // Where the decoded bytes are the record's own, keep one array rather than two: a
         // PTR's RDATA is its target's wire form; TXT and addresses are copied verbatim.
@@ -579,7 +579,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         case .aaaa(let bytes)? where bytes == record.rdata: rdata = .aaaa(record.rdata)
         default: break
         }
-        return CachedRecord(order: order, seenAt: now, type: record.type, localName: record.name, rdata: rdata)
+        return RecordState(order: order, seenAt: now, rdata: rdata)
     }
 
     // MARK: Answers

@@ -12,7 +12,10 @@ public struct MDNSRecordTable<Value> {
     /// Position of each record in `entries`, only while there are more than `indexThreshold`.
     private var index: [MDNSRecord: Int]?
 
-    static var indexThreshold: Int { 8 }
+    /// A service type's PTR browse holds one record per instance; most types on a site have a
+    /// few dozen at most. Searching 32 entries (only when mDNS reports a change) costs far
+    /// less than an index for every such type would hold: about 80 bytes per instance.
+    static var indexThreshold: Int { 32 }
 
     public init() {}
 
