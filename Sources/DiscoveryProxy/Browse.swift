@@ -22,14 +22,15 @@ struct BrowseKey: Hashable, Sendable, CustomStringConvertible {
     var description: String { "\(name) \(type) on \(interface)" }
 }
 
-/// What a browse keeps per record beside the `MDNSRecord` it is keyed by (whose owner name
-/// and type it does not repeat): 32 bytes, as there is one per record of every browse. The
-/// RDATA is decoded once, on arrival, with names as mDNS gave them (in `.local.`); rewriting
-/// into the link zone is done per answer (`CachedRecord.answerRData`), not kept, as a
-/// translated copy would be one more name per PTR and SRV record, and so per known instance.
+/// What a browse keeps per record beside the `MDNSRecord` it is keyed by (whose owner name,
+/// type and received RDATA it does not repeat): 32 bytes, as there is one per record of every
+/// browse. Names stay as mDNS gave them (in `.local.`); rewriting into the link zone is done
+/// per answer (`CachedRecord.answerRData`), as a translated copy would be one more name per
+/// PTR and SRV record, and so per known instance.
 struct RecordState: Sendable {
-    /// The decoded RDATA, sharing the received bytes where they are the decoded value (a PTR
-    /// target, TXT, addresses); nil when undecodable.
+    /// The decoded RDATA where it shares the received bytes (a PTR target, TXT, addresses).
+    /// Other types (an SRV: its target is a name of its own) are decoded from the received
+    /// bytes when read (`CachedRecord`); nil for those, and for undecodable RDATA.
     var rdata: RData?
     private var seenAtNanoseconds: Int64
     /// Arrival order, so answers list instances stably.
@@ -37,9 +38,12 @@ struct RecordState: Sendable {
     /// How many deliveries of the record mDNS has made and not withdrawn (avahi delivers it
     /// once per IP protocol); it is gone at zero. Zero while a verification is pending.
     var copies: UInt8 = 1
+    /// The received RDATA decodes (checked on arrival).
+    var decodes: Bool
 
-    init(order: Int, seenAt: Duration, rdata: RData?) {
+    init(order: Int, seenAt: Duration, rdata: RData?, decodes: Bool) {
         self.rdata = rdata
+        self.decodes = decodes
         self.seenAtNanoseconds = seenAt.nanoseconds
         self.orderValue = Int32(truncatingIfNeeded: order)
     }
@@ -50,20 +54,23 @@ struct RecordState: Sendable {
 }
 
 /// A cached record as answers, pushes and the status page use it: the mDNS record's owner
-/// name and type with what the browse keeps for it. Built when read, not stored.
+/// name and type, its decoded RDATA, and what the browse keeps for it. Built when read, not
+/// stored.
 struct CachedRecord: Sendable {
     /// The mDNS owner name (in `.local.`), for additional-record owners.
     var localName: DNSName
     var type: RRType
+    /// Names in `.local.`; nil when undecodable.
+    var rdata: RData?
     var state: RecordState
 
     init(_ record: MDNSRecord, _ state: RecordState) {
         self.localName = record.name
         self.type = record.type
+        self.rdata = state.rdata ?? (state.decodes ? try? RData(type: record.type, wire: record.rdata) : nil)
         self.state = state
     }
 
-    var rdata: RData? { state.rdata }
     var order: Int { state.order }
     var seenAt: Duration { state.seenAt }
 

@@ -566,20 +566,21 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         finish(answer(waiter.query, plan: waiter.plan, snapshot: snapshot), waiter.context, cache: "miss")
     }
 
-    /// Decodes an mDNS record once, on arrival. Its names stay in `.local`: answers rewrite
-    /// them into the link zone (`CachedRecord.answerRData`).
+    /// Decodes an mDNS record on arrival, and keeps the decoded RDATA where it can share the
+    /// received bytes. Its names stay in `.local`: answers rewrite them into the link zone
+    /// (`CachedRecord.answerRData`).
     func cache(_ record: MDNSRecord, order: Int, now: Duration) -> RecordState {
-        var rdata = try? RData(type: record.type, wire: record.rdata)
-        // Where the decoded bytes are the record's own, keep one array rather than two: a
-        // PTR's RDATA is its target's wire form; TXT and addresses are copied verbatim.
-        switch rdata {
-        case .ptr(let target)?: rdata = .ptr(target.sharingStorage(with: record.rdata))
-        case .txt(let bytes)? where bytes == record.rdata: rdata = .txt(record.rdata)
-        case .a(let bytes)? where bytes == record.rdata: rdata = .a(record.rdata)
-        case .aaaa(let bytes)? where bytes == record.rdata: rdata = .aaaa(record.rdata)
+        let decoded = try? RData(type: record.type, wire: record.rdata)
+        // A PTR's RDATA is its target's wire form; TXT and addresses are copied verbatim.
+        var kept: RData? = nil
+        switch decoded {
+        case .ptr(let target)? where target.wireBytes == record.rdata: kept = .ptr(target.sharingStorage(with: record.rdata))
+        case .txt(let bytes)? where bytes == record.rdata: kept = .txt(record.rdata)
+        case .a(let bytes)? where bytes == record.rdata: kept = .a(record.rdata)
+        case .aaaa(let bytes)? where bytes == record.rdata: kept = .aaaa(record.rdata)
         default: break
         }
-        return RecordState(order: order, seenAt: now, rdata: rdata)
+        return RecordState(order: order, seenAt: now, rdata: kept, decodes: decoded != nil)
     }
 
     // MARK: Answers

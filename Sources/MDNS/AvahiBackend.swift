@@ -134,8 +134,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     public func startQuery(
         _ question: MDNSQuestion, tag: UInt32, receiver: any MDNSQueryReceiver
     ) throws(MDNSError) -> any MDNSQueryHandle {
-        let index = if_nametoindex(question.interface)
-        guard index != 0, let interfaceIndex = Int32(exactly: index) else {
+        guard Self.interfaceIndex(question.interface) != nil else {
             throw .unknownInterface(question.interface)
         }
         guard AvahiName.escape(question.name) != nil else {
@@ -151,7 +150,6 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                 id: self.nextQueryID,
                 backend: self,
                 question: question,
-                interfaceIndex: interfaceIndex,
                 tag: tag,
                 receiver: receiver
             )
@@ -234,7 +232,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                 )
                 self.reconnect(slot)
             }
-            slot.queries[query.id] = query
+            slot.queries.insert(query)
             query.slot = slot
             guard slot.status == .running, let client = slot.client else {
                 return  // created when the connection runs
@@ -246,7 +244,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                 // waits; the failure callback delivers `.failed` and the reconnect `.restarted`.
                 return
             }
-            slot.queries[query.id] = nil
+            slot.queries.remove(query)
             query.slot = nil
             if error == Int32(AVAHI_ERR_TOO_MANY_OBJECTS) && attempts < 2 {
                 // The daemon's limit is lower than ours: this connection is full.
@@ -263,15 +261,25 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
         }
     }
 
+    private static func interfaceIndex(_ name: String) -> Int32? {
+        let index = if_nametoindex(name)
+        return index == 0 ? nil : Int32(exactly: index)
+    }
+
     /// Returns `AVAHI_OK` or the avahi error code.
     private func createBrowser(_ query: Query, client: OpaquePointer) -> Int32 {
         // The text is made again for each browser (also after a reconnect) rather than kept
         // with the query: ~90 bytes per live query, and startQuery has checked it can be made.
         guard let avahiName = AvahiName.escape(query.question.name) else { return Int32(AVAHI_ERR_INVALID_DOMAIN_NAME) }
+        // Looked up for each browser rather than kept: a query stays within a 112-byte malloc
+        // chunk, and an interface re-created since has a new index.
+        guard let interfaceIndex = Self.interfaceIndex(query.question.interface) else {
+            return Int32(AVAHI_ERR_INVALID_INTERFACE)
+        }
         let browser = avahiName.withCString { name in
             avahi_record_browser_new(
                 client,
-                query.interfaceIndex,
+                interfaceIndex,
                 AvahiProtocol(AVAHI_PROTO_UNSPEC),
                 name,
                 RRClass.in.rawValue,
@@ -291,7 +299,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     /// Frees the slot's old connection, if any, and opens a new one.
     private func reconnect(_ slot: ClientSlot) {
         if let old = slot.client {
-            for query in slot.queries.values { query.browser = nil }  // avahi_client_free frees them
+            for query in slot.queries { query.browser = nil }  // avahi_client_free frees them
             slot.client = nil
             avahi_client_free(old)
         }
@@ -335,7 +343,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
             cavahi_timeout_free(self.pollAPI, timer)
             slot.timer = nil
         }
-        for query in slot.queries.values {
+        for query in slot.queries {
             query.browser = nil
             query.slot = nil
         }
@@ -348,9 +356,9 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
 
     private func freeEverything() {
         for slot in self.slots {
-            for query in slot.queries.values { query.cancelled = true }
+            for query in slot.queries { query.cancelled = true }
             self.free(slot)
-            slot.queries = [:]
+            slot.queries = SlotQueries()
         }
         self.slots = []
         self.liveQueries = 0
@@ -407,7 +415,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     /// Creates the browsers of the slot's queries that have none; `.restarted` first for
     /// queries that failed before.
     private func attachPending(_ slot: ClientSlot) {
-        for query in slot.queries.values.sorted(by: { $0.id < $1.id }) {
+        for query in slot.queries.sorted(by: { $0.id < $1.id }) {
             guard slot.status == .running, let client = slot.client else { return }
             guard !query.cancelled, query.slot === slot, query.browser == nil else { continue }
             if query.failedSinceStart {
@@ -482,7 +490,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     }
 
     private func failQueries(of slot: ClientSlot, reason: String) {
-        for query in slot.queries.values.sorted(by: { $0.id < $1.id }) {
+        for query in slot.queries.sorted(by: { $0.id < $1.id }) {
             if let browser = query.browser {
                 // Not connected any more: avahi frees it locally without a D-Bus call.
                 query.browser = nil
@@ -579,7 +587,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
             var count = 0
             for slot in self.slots {
                 guard let client = slot.client else { continue }
-                for query in slot.queries.values where query.question == question && !query.cancelled {
+                for query in slot.queries where query.question == question && !query.cancelled {
                     guard let browser = query.browser else { continue }
                     query.browser = nil
                     avahi_record_browser_free(browser)
@@ -614,7 +622,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                 avahi_record_browser_free(browser)
             }
             if let slot = query.slot {
-                slot.queries[query.id] = nil
+                slot.queries.remove(query)
                 query.slot = nil
                 self.scheduleGarbageCollection(slot)
             }
@@ -670,7 +678,7 @@ private final class ClientSlot {
     var status: Status = .connecting
     /// Reached a running state on the current connection.
     var hasRun = false
-    var queries: [UInt32: Query] = [:]
+    var queries = SlotQueries()
     var reconnectAt: ContinuousClock.Instant?
     var attachAt: ContinuousClock.Instant?
     var collectWanted = false
@@ -680,6 +688,34 @@ private final class ClientSlot {
         self.backend = backend
         self.capacity = capacity
     }
+}
+
+/// A connection's queries: an array in which each query knows its position (a removal moves
+/// the last one into the gap). A dictionary by ID held about 24 bytes per query at its load
+/// factor; this holds 8.
+private struct SlotQueries: Sequence {
+    private var items: [Query] = []
+
+    var count: Int { items.count }
+    var isEmpty: Bool { items.isEmpty }
+
+    mutating func insert(_ query: Query) {
+        query.position = Int32(items.count)
+        items.append(query)
+    }
+
+    mutating func remove(_ query: Query) {
+        let index = Int(query.position)
+        guard items.indices.contains(index), items[index] === query else { return }
+        let last = items.removeLast()
+        if last !== query {
+            items[index] = last
+            last.position = Int32(index)
+        }
+        query.position = -1
+    }
+
+    func makeIterator() -> IndexingIterator<[Query]> { items.makeIterator() }
 }
 
 /// One query, and its holder's handle: one object per query, as the proxy holds two for every
@@ -697,7 +733,8 @@ private final class Query: MDNSQueryHandle, @unchecked Sendable {
     let tag: UInt32
     /// For logs, and the order queries are re-created in (wraps after 2^32 queries).
     let id: UInt32
-    let interfaceIndex: Int32
+    /// Where it is in its slot's `SlotQueries`; -1 when in none.
+    var position: Int32 = -1
     var cancelled = false
     /// `.failed` was delivered; the next browser starts with `.restarted`.
     var failedSinceStart = false
@@ -706,14 +743,12 @@ private final class Query: MDNSQueryHandle, @unchecked Sendable {
         id: UInt32,
         backend: AvahiBackend,
         question: MDNSQuestion,
-        interfaceIndex: Int32,
         tag: UInt32,
         receiver: any MDNSQueryReceiver
     ) {
         self.id = id
         self.backend = backend
         self.question = question
-        self.interfaceIndex = interfaceIndex
         self.tag = tag
         self.receiver = receiver
     }
