@@ -399,7 +399,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     private func startBrowse(_ key: BrowseKey, generation: UInt32) {
         let handle: any MDNSQueryHandle
         do {
-            handle = try backend.startQuery(key.question, tag: UInt32(generation), receiver: self)
+            handle = try backend.startQuery(key.question, tag: generation, receiver: self)
         } catch {
             logger.warning(
                 "cannot start mDNS query", metadata: ["mdns.question": "\(key)", "mdns.error": "\(error)"])
