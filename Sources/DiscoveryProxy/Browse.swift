@@ -2,25 +2,9 @@ import DNSWire
 import MDNS
 
 /// Identifies one shared mDNS query: every unicast query for the same name and type on the
-/// same link uses the same browse (and the same avahi object).
-struct BrowseKey: Hashable, Sendable, CustomStringConvertible {
-    var interface: String
-    var name: DNSName
-    var type: RRType
-
-    var question: MDNSQuestion { MDNSQuestion(interface: interface, name: name, type: type) }
-
-    init(interface: String, name: DNSName, type: RRType) {
-        self.interface = interface
-        self.name = name
-        self.type = type
-    }
-
-    init(_ question: MDNSQuestion) {
-        self.init(interface: question.interface, name: question.name, type: question.type)
-    }
-    var description: String { "\(name) \(type) on \(interface)" }
-}
+/// same link uses the same browse (and the same avahi object). It is the backend's question
+/// itself, so that keys and the questions the backend reports events for need no conversion.
+typealias BrowseKey = MDNSQuestion
 
 /// What a browse keeps per record beside the `MDNSRecord` it is keyed by (whose owner name,
 /// type and received RDATA it does not repeat): 32 bytes, as there is one per record of every

@@ -125,7 +125,7 @@ extension DiscoveryProxy {
         case .none: break
         case .verify(let record):
             logger.debug("RECONFIRM: asking mDNS", metadata: ["mdns.question": "\(key)"])
-            backend.reconfirm(key.question, record: record)
+            backend.reconfirm(key, record: record)
         case .removed(let deliveries):
             logger.debug("RECONFIRM: record not held, removal pushed", metadata: ["mdns.question": "\(key)"])
             deliver(deliveries)

@@ -399,7 +399,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     private func startBrowse(_ key: BrowseKey, generation: UInt32) {
         let handle: any MDNSQueryHandle
         do {
-            handle = try backend.startQuery(key.question, tag: generation, receiver: self)
+            handle = try backend.startQuery(key, tag: generation, receiver: self)
         } catch {
             logger.warning(
                 "cannot start mDNS query", metadata: ["mdns.question": "\(key)", "mdns.error": "\(error)"])
@@ -428,7 +428,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     /// The backend's events for a browse; `tag` is its generation. Called on the backend's
     /// thread; must not call the backend.
     public func receive(_ event: MDNSEvent, for question: MDNSQuestion, tag: UInt32) {
-        receive(event, for: BrowseKey(question), generation: tag)
+        receive(event, for: question, generation: tag)
     }
 
     private func receive(_ event: MDNSEvent, for key: BrowseKey, generation: UInt32) {

@@ -1,4 +1,5 @@
 import DNSWire
+import MDNS
 
 /// What the proxy currently knows about one link, derived from its live browses: the
 /// read-only view behind the admin status page and `/api/services`.
@@ -71,11 +72,12 @@ extension LinkStatus {
     static func make(links: [Link], browses: [BrowseKey: Browse], suppressLinkLocal: Bool, now: Duration) -> [LinkStatus] {
         links.map { link in
             let mine = browses.filter { $0.key.interface == link.interface }
+            func held(_ name: DNSName, _ type: RRType) -> [CachedRecord] {
+                mine[BrowseKey(interface: link.interface, name: name, type: type)]?.orderedRecords ?? []
+            }
             /// As answered: RDATA in the link's zone, suppressed addresses left out.
             func records(_ name: DNSName, _ type: RRType) -> [RData] {
-                (mine[BrowseKey(interface: link.interface, name: name, type: type)]?.orderedRecords ?? []).compactMap {
-                    $0.answerRData(zone: link.zone, suppressLinkLocal: suppressLinkLocal)
-                }
+                held(name, type).compactMap { $0.answerRData(zone: link.zone, suppressLinkLocal: suppressLinkLocal) }
             }
             var services: [ServiceStatus] = []
             var seen = Set<DNSName>()
@@ -90,7 +92,7 @@ extension LinkStatus {
                         type: instance.labels[1...2].map { String(decoding: $0, as: UTF8.self) }.joined(separator: "."),
                         instance: String(decoding: instance.labels[0], as: UTF8.self), host: nil, port: nil,
                         addresses: [], txt: nil, ageSeconds: Double((now - ptr.seenAt).components.seconds))
-                    if let srv = mine[BrowseKey(interface: link.interface, name: instance, type: .srv)]?.orderedRecords.first,
+                    if let srv = held(instance, .srv).first,
                         let localHost = srv.localTarget,
                         case .srv(_, _, let port, let target)? = srv.answerRData(zone: link.zone, suppressLinkLocal: false)
                     {

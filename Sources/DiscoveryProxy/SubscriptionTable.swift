@@ -1,4 +1,5 @@
 import DNSWire
+import MDNS
 
 /// Receives the changes of one DNS Push subscription (a `PushSession`). Called outside the
 /// proxy's lock, from the mDNS backend's thread.
