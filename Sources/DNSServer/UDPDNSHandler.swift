@@ -34,6 +34,13 @@ final class UDPDNSHandler: ChannelInboundHandler {
     private let logger: Logger
     /// This loop's replay cache, once added to a pipeline.
     private var replayCache: ReplayCache?
+    /// Where replayed answers are copied to: twice the answers that can wait unflushed, so a
+    /// slot comes round again only after the flush that sent its last reply.
+    private var replies: ReplyBufferRing
+    private var allocator = ByteBufferAllocator()
+    /// The time taken once per read burst for the replay cache's expiry checks: a burst
+    /// lasts well under a millisecond, and a clock read per datagram showed in the profile.
+    private var burstStart: NIODeadline = .distantPast
 
     private var loopBound: NIOLoopBound<(UDPDNSHandler, ChannelHandlerContext)>?
     private var inReadBurst = false
@@ -55,6 +62,7 @@ final class UDPDNSHandler: ChannelInboundHandler {
         self.drain = drain
         self.maxDatagramSize = maxDatagramSize
         self.writeBatch = max(1, writeBatch)
+        self.replies = ReplyBufferRing(slots: 2 * self.writeBatch)
         self.replays = replays
         self.logger = logger
     }
@@ -62,6 +70,7 @@ final class UDPDNSHandler: ChannelInboundHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         self.loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         self.replayCache = self.replays?.cache(for: context.eventLoop)
+        self.allocator = context.channel.allocator
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -76,7 +85,10 @@ final class UDPDNSHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = Self.unwrapInboundIn(data)
-        self.inReadBurst = true
+        if !self.inReadBurst {
+            self.inReadBurst = true
+            self.burstStart = .now()
+        }
         guard envelope.data.readableBytes <= self.maxDatagramSize else {
             // The receive slot is one byte larger than the limit, so a full slot was cut short.
             self.counters.update { $0.malformedDropped += 1 }
@@ -90,18 +102,21 @@ final class UDPDNSHandler: ChannelInboundHandler {
             self.counters.update { $0.udpDroppedShuttingDown += 1 }
             return
         }
-        guard let loopBound = self.loopBound else { return }
         self.counters.udpQueriesReceived.add(1, ordering: .relaxed)
         let remote = envelope.remoteAddress
         let clientKey = ReplayCache.ClientKey(remote)
         if let cache = self.replayCache,
-            let answer = envelope.data.withUnsafeReadableBytes({
-                cache.answer(to: $0, client: clientKey, transport: .udp, now: .now())
+            let answer = envelope.data.withUnsafeReadableBytes({ query in
+                cache.withAnswer(to: query, client: clientKey, transport: .udp, now: self.burstStart) {
+                    self.replies.reply(
+                        copying: $0, id: query.loadUnaligned(as: UInt16.self).bigEndian, allocator: self.allocator)
+                }
             })
         {
             self.write(answer, to: remote, context: context)
             return
         }
+        guard let loopBound = self.loopBound else { return }
         self.drain.queryStarted()
 
         let query = Array(envelope.data.readableBytesView)
@@ -154,7 +169,9 @@ final class UDPDNSHandler: ChannelInboundHandler {
 
     private func write(_ buffer: ByteBuffer, to remote: SocketAddress, context: ChannelHandlerContext) {
         guard self.isActive, context.channel.isActive else { return }
-        context.write(Self.wrapOutboundOut(AddressedEnvelope(remoteAddress: remote, data: buffer)), promise: nil)
+        // NIOAny from the concrete envelope: `Self.wrapOutboundOut` compiled to NIO's generic
+        // `NIOAny.init`, two dynamic casts per answer (~8% of the replay path's user time).
+        context.write(NIOAny(AddressedEnvelope(remoteAddress: remote, data: buffer)), promise: nil)
         self.counters.udpAnswersSent.add(1, ordering: .relaxed)
         if self.inReadBurst {
             self.unflushed += 1

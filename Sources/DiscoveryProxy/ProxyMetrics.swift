@@ -8,8 +8,37 @@ import Synchronization
 /// Label sets are fixed per name (Prometheus rejects a name registered with two label sets),
 /// and no label ever carries a query name.
 final class ProxyMetrics: Sendable {
-    private let counters = Mutex<[String: Counter]>([:])
-    private let timers = Mutex<[String: Timer]>([:])
+    private let counters = Mutex<[Key: Counter]>([:])
+    private let timers = Mutex<[Key: Timer]>([:])
+
+    /// A metric's name and label values. The label names are fixed per metric name, so they
+    /// are not part of the key. No string is built for a lookup: the values are the short
+    /// literals and labels the callers already hold (a joined string key cost thousands of
+    /// instructions per answer, and per replayed entry at each replay-cache sweep).
+    private struct Key: Hashable {
+        let label: String
+        let values: (String, String, String)
+
+        init(_ label: String, _ dimensions: [(String, String)]) {
+            self.label = label
+            self.values = (
+                dimensions.count > 0 ? dimensions[0].1 : "", dimensions.count > 1 ? dimensions[1].1 : "",
+                dimensions.count > 2 ? dimensions[2].1 : ""
+            )
+            assert(dimensions.count <= 3, "ProxyMetrics.Key holds three label values")
+        }
+
+        static func == (a: Key, b: Key) -> Bool {
+            a.label == b.label && a.values.0 == b.values.0 && a.values.1 == b.values.1 && a.values.2 == b.values.2
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(self.label)
+            hasher.combine(self.values.0)
+            hasher.combine(self.values.1)
+            hasher.combine(self.values.2)
+        }
+    }
 
     /// `dns_queries_total{transport,qtype,rcode}` and `dns_answer_duration_seconds{cache}`.
     func answered(transport: String, qtype: String, rcode: String, cache: String, seconds: Duration) {
@@ -47,7 +76,7 @@ final class ProxyMetrics: Sendable {
     func aclRefused() { counter("dns_acl_refused_total", []).increment() }
 
     private func counter(_ label: String, _ dimensions: [(String, String)]) -> Counter {
-        let key = Self.key(label, dimensions)
+        let key = Key(label, dimensions)
         return counters.withLock { cache in
             if let counter = cache[key] { return counter }
             let counter = Counter(label: label, dimensions: dimensions)
@@ -57,16 +86,12 @@ final class ProxyMetrics: Sendable {
     }
 
     private func timer(_ label: String, _ dimensions: [(String, String)]) -> Timer {
-        let key = Self.key(label, dimensions)
+        let key = Key(label, dimensions)
         return timers.withLock { cache in
             if let timer = cache[key] { return timer }
             let timer = Timer(label: label, dimensions: dimensions, preferredDisplayUnit: .seconds)
             cache[key] = timer
             return timer
         }
-    }
-
-    private static func key(_ label: String, _ dimensions: [(String, String)]) -> String {
-        dimensions.reduce(label) { $0 + "|" + $1.0 + "=" + $1.1 }
     }
 }

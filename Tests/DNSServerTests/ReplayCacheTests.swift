@@ -137,3 +137,83 @@ final class ReplayingResponder: DNSResponder, Sendable {
         answer(DNSAnswer(bytes: query, replay: replay))
     }
 }
+
+@Suite struct ReplayCacheTableTests {
+    let permission = ReplayCacheTests.Permission()
+    let client = ReplayCache.ClientKey(try! SocketAddress(ipAddress: "203.0.113.5", port: 5300))
+    let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    func query(_ n: Int) -> [UInt8] {
+        [0, 1, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0, 2, UInt8(n >> 8), UInt8(n & 0xFF), 0, 0, 1, 0, 1]
+    }
+
+    func remember(_ cache: ReplayCache, _ n: Int, at now: NIODeadline) {
+        query(n).withUnsafeBytes {
+            cache.remember(
+                ByteBuffer(bytes: [0, 1, 0x81, 0x80] + Array(repeating: 0, count: 8) + [UInt8(n & 0xFF)]),
+                replay: permission.replay, query: $0, client: client, transport: .udp, now: now)
+        }
+    }
+
+    func replay(_ cache: ReplayCache, _ n: Int, at now: NIODeadline) -> [UInt8]? {
+        query(n).withUnsafeBytes { cache.answer(to: $0, client: client, transport: .udp, now: now) }
+            .map { Array($0.readableBytesView) }
+    }
+
+    /// The table grows from its first 64 sets while entries are added, and keeps them.
+    @Test func growsAndKeepsWhatItHolds() {
+        let cache = ReplayCache(capacity: 8192)
+        for n in 0..<2000 { remember(cache, n, at: t0) }
+        #expect(cache.count >= 1980, "a few may meet a full set of four; nearly all stay")
+        let kept = (0..<2000).filter { replay(cache, $0, at: t0) != nil }
+        #expect(kept.count == cache.count)
+        #expect(kept.allSatisfy { replay(cache, $0, at: t0)?.last == UInt8($0 & 0xFF) }, "each query gets its own answer")
+    }
+
+    /// At its capacity a full set gives up an entry for the new one; the entry's replays are
+    /// reported on the way out, so no count is lost.
+    @Test func evictsWithinASetAndReportsTheEvicted() {
+        let cache = ReplayCache(capacity: 8)
+        for n in 0..<8 { remember(cache, n, at: t0) }
+        let replayed = (0..<8).filter { replay(cache, $0, at: t0) != nil }.count
+        for n in 8..<200 { remember(cache, n, at: t0) }
+        #expect(cache.count <= 8)
+        cache.reportAll()
+        #expect(permission.reported.load(ordering: .relaxed) == replayed)
+    }
+
+    /// The same query remembered again replaces its entry rather than taking a second slot.
+    @Test func rememberingAgainReplaces() {
+        let cache = ReplayCache()
+        remember(cache, 7, at: t0)
+        remember(cache, 7, at: t0 + .milliseconds(1))
+        #expect(cache.count == 1)
+        #expect(replay(cache, 7, at: t0) != nil)
+    }
+}
+
+@Suite struct ReplyBufferRingTests {
+    let answer: [UInt8] = [0x12, 0x34, 0x81, 0x80] + Array(repeating: 7, count: 40)
+
+    @Test func patchesTheIDAndReusesASlotOnceItsReplyIsGone() {
+        var ring = ReplyBufferRing(slots: 2)
+        let allocator = ByteBufferAllocator()
+        var first: ByteBuffer? = answer.withUnsafeBytes { ring.reply(copying: $0, id: 0xBEEF, allocator: allocator) }
+        #expect(Array(first!.readableBytesView) == [0xBE, 0xEF] + answer.dropFirst(2))
+        let firstStorage = first!.withVeryUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
+        first = nil
+        _ = answer.withUnsafeBytes { ring.reply(copying: $0, id: 1, allocator: allocator) }
+        let third = answer.withUnsafeBytes { ring.reply(copying: $0, id: 2, allocator: allocator) }
+        #expect(third.withVeryUnsafeBytes { UInt(bitPattern: $0.baseAddress) } == firstStorage, "slot 0 reused")
+        #expect(third.getInteger(at: 0, as: UInt16.self) == 2)
+    }
+
+    @Test func aReplyStillHeldIsNeverOverwritten() {
+        var ring = ReplyBufferRing(slots: 1)
+        let allocator = ByteBufferAllocator()
+        let held = answer.withUnsafeBytes { ring.reply(copying: $0, id: 1, allocator: allocator) }
+        let next = answer.withUnsafeBytes { ring.reply(copying: $0, id: 2, allocator: allocator) }
+        #expect(held.getInteger(at: 0, as: UInt16.self) == 1)
+        #expect(next.getInteger(at: 0, as: UInt16.self) == 2)
+    }
+}
