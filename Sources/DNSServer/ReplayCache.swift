@@ -88,6 +88,16 @@ final class ReplayCache {
                 return body(UnsafeRawBufferPointer(rebasing: stored[query.count...]))
             }
         }
+
+        /// Whether `other` was stored for the same query as this entry.
+        func isSameQuery(as other: Entry) -> Bool {
+            self.bytes.withUnsafeReadableBytes { bytes in
+                other.withAnswer(
+                    ifMatching: UnsafeRawBufferPointer(rebasing: bytes.prefix(self.queryLength)), client: self.client,
+                    transport: self.transport
+                ) { _ in () } != nil
+            }
+        }
     }
 
     static let ways = 4
@@ -213,11 +223,7 @@ final class ReplayCache {
                 victim = slot
                 break
             }
-            if other.hash == entry.hash, other.queryLength == entry.queryLength, other.client == entry.client,
-                other.transport == entry.transport,
-                other.bytes.readableBytesView.prefix(other.queryLength)
-                    .elementsEqual(entry.bytes.readableBytesView.prefix(entry.queryLength))
-            {
+            if other.hash == entry.hash, entry.isSameQuery(as: other) {
                 victim = slot
                 break
             }

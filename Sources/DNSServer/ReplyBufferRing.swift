@@ -16,15 +16,14 @@ struct ReplyBufferRing {
 
     /// `answer` with `id` in place of its own ID, in the next slot's buffer.
     mutating func reply(copying answer: UnsafeRawBufferPointer, id: UInt16, allocator: ByteBufferAllocator) -> ByteBuffer {
+        let slot: Int
         if self.buffers.count < self.slots {
-            var buffer = allocator.buffer(capacity: answer.count)
-            buffer.writeBytes(answer)
-            buffer.setInteger(id, at: 0)
-            self.buffers.append(buffer)
-            return buffer
+            slot = self.buffers.count
+            self.buffers.append(allocator.buffer(capacity: answer.count))
+        } else {
+            slot = self.next
+            self.next = slot + 1 == self.slots ? 0 : slot + 1
         }
-        let slot = self.next
-        self.next = slot + 1 == self.slots ? 0 : slot + 1
         self.buffers[slot].clear()
         self.buffers[slot].writeBytes(answer)
         self.buffers[slot].setInteger(id, at: 0)

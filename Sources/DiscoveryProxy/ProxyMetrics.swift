@@ -17,26 +17,16 @@ final class ProxyMetrics: Sendable {
     /// instructions per answer, and per replayed entry at each replay-cache sweep).
     private struct Key: Hashable {
         let label: String
-        let values: (String, String, String)
+        let value0: String
+        let value1: String
+        let value2: String
 
         init(_ label: String, _ dimensions: [(String, String)]) {
-            self.label = label
-            self.values = (
-                dimensions.count > 0 ? dimensions[0].1 : "", dimensions.count > 1 ? dimensions[1].1 : "",
-                dimensions.count > 2 ? dimensions[2].1 : ""
-            )
             assert(dimensions.count <= 3, "ProxyMetrics.Key holds three label values")
-        }
-
-        static func == (a: Key, b: Key) -> Bool {
-            a.label == b.label && a.values.0 == b.values.0 && a.values.1 == b.values.1 && a.values.2 == b.values.2
-        }
-
-        func hash(into hasher: inout Hasher) {
-            hasher.combine(self.label)
-            hasher.combine(self.values.0)
-            hasher.combine(self.values.1)
-            hasher.combine(self.values.2)
+            self.label = label
+            self.value0 = dimensions.count > 0 ? dimensions[0].1 : ""
+            self.value1 = dimensions.count > 1 ? dimensions[1].1 : ""
+            self.value2 = dimensions.count > 2 ? dimensions[2].1 : ""
         }
     }
 
