@@ -710,8 +710,9 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     ) {
         let ticket = replay.map { kind in
             ReplayTicket(
-                epoch: context.epoch, lifetime: context.replayLifetime, kind: kind, transport: context.transport,
-                qtype: context.qtype, rcode: rcode)
+                epoch: context.epoch, lifetime: context.replayLifetime,
+                counters: metrics.replayCounters(
+                    kind: kind, transport: context.transport, qtype: context.qtype, rcode: rcode))
         }
         context.respond(ProxyReply(bytes: bytes, replay: ticket))
         metrics.answered(

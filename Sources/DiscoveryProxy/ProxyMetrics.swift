@@ -10,6 +10,7 @@ import Synchronization
 final class ProxyMetrics: Sendable {
     private let counters = Mutex<[Key: Counter]>([:])
     private let timers = Mutex<[Key: Timer]>([:])
+    private let replays = Mutex<[Key: [ReplayTicket.Kind: ReplayCounters]]>([:])
 
     /// A metric's name and label values. The label names are fixed per metric name, so they
     /// are not part of the key. No string is built for a lookup: the values are the short
@@ -36,12 +37,21 @@ final class ProxyMetrics: Sendable {
         timer("dns_answer_duration_seconds", [("cache", cache)]).record(duration: seconds)
     }
 
-    /// Answers the front ends replayed (see `ReplayTicket`): counted in `dns_queries_total`
-    /// like any other, and in `dns_answers_replayed_total{transport}`; not timed one by one.
-    func replayed(transport: String, qtype: String, rcode: String, count: Int) {
-        counter("dns_queries_total", [("transport", transport), ("qtype", qtype), ("rcode", rcode)])
-            .increment(by: Int64(count))
-        counter("dns_answers_replayed_total", [("transport", transport)]).increment(by: Int64(count))
+    /// The counters for replays of an answer (see `ReplayTicket`): counted in
+    /// `dns_queries_total` like any other, and in `dns_answers_replayed_total{transport}`; not
+    /// timed one by one.
+    func replayCounters(kind: ReplayTicket.Kind, transport: String, qtype: String, rcode: String) -> ReplayCounters {
+        let key = Key("replay", [("transport", transport), ("qtype", qtype), ("rcode", rcode)])
+        if let found = replays.withLock({ $0[key]?[kind] }) { return found }
+        let made = ReplayCounters(
+            kind: kind,
+            queries: counter("dns_queries_total", [("transport", transport), ("qtype", qtype), ("rcode", rcode)]),
+            replayed: counter("dns_answers_replayed_total", [("transport", transport)]))
+        return replays.withLock { cache in
+            if let raced = cache[key]?[kind] { return raced }
+            cache[key, default: [:]][kind] = made
+            return made
+        }
     }
 
     /// `mdns_first_result_seconds`: from the start of an mDNS query to its first record.

@@ -1,5 +1,5 @@
 import DNSWire
-import DiscoveryProxy
+@testable import DiscoveryProxy
 import MDNS
 import Synchronization
 import Testing
@@ -64,6 +64,18 @@ struct ReplayTicketTests {
         }
         #expect(!h.proxy.isCurrent(ticket))
         #expect(ask(h, "lab1.example.", .soa).last?.replay.map(h.proxy.isCurrent) == true, "new tickets are current")
+    }
+
+    @Test("tickets carry counters found once per label set and kind, not per answer")
+    func countersShared() throws {
+        let h = warmed()
+        let first = try #require(ask(h, "_ipp._tcp.lab1.example.", .ptr).last?.replay)
+        let again = try #require(ask(h, "_ipp._tcp.lab1.example.", .ptr).last?.replay)
+        let soa = try #require(ask(h, "lab1.example.", .soa).last?.replay)
+        #expect(first.counters === again.counters)
+        #expect(first.counters.kind == .hit)
+        #expect(soa.counters !== first.counters, "another qtype and kind, other counters")
+        #expect(soa.counters.kind == .immediate)
     }
 
     @Test("replays are counted like the answers they repeat")

@@ -229,6 +229,26 @@ def test_metrics_move_with_queries(lab):
     assert metric(s4, "mdns_backend_connected") == 1
 
 
+def test_replayed_answers_counted(lab):
+    """Answers the front end replays (the same query bytes again from the same client, see
+    ReplayTicket) count in dns_queries_total like the answer they repeat, and in
+    dns_answers_replayed_total{transport="udp"}: reported in batches by the replay cache's
+    sweep, about once a second, through counters the ticket carries."""
+    # An EDNS payload size no other test sends, so that the first query is not a replay.
+    payload = 1300 + int(unique("rp")[-3:], 16) % 200
+    key = dict(transport="udp", qtype="NS", rcode="NOERROR")
+    s0 = scrape()[0]
+    for _ in range(3):
+        r, _ = query(ZONE2, T.NS, edns=0, payload=payload)
+        assert r.rcode() == dns.rcode.NOERROR and r.answer
+    L.wait_for(lambda: metric(scrape()[0], "dns_answers_replayed_total", transport="udp")
+               - metric(s0, "dns_answers_replayed_total", transport="udp") >= 2, 5,
+               what="dns_answers_replayed_total{transport=udp} to count the two replays")
+    s1 = scrape()[0]
+    assert metric(s1, "dns_queries_total", **key) - metric(s0, "dns_queries_total", **key) == 3, \
+        (metric(s0, "dns_queries_total", **key), metric(s1, "dns_queries_total", **key))
+
+
 def test_metrics_every_name_exported(lab):
     """Issue "metrics": every documented metric name is exported (a `# TYPE` line or a
     sample), after ordinary traffic (a SOA, a TCP query, a browse with results, a refusal):

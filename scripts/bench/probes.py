@@ -114,32 +114,60 @@ def port_owners(lab_, port):
 
 
 class Pinned:
-    """Pins every thread of `pids` to `cpus` for a `with` block, then lets them run anywhere
-    again. The latency row pins the server under test and dnsperf to different CPUs, so that
-    on a 2-core machine neither's scheduling is counted as the other's latency."""
+    """Pins every thread of `pids` to `cpus` for a `with` block (and with `nice`, lowers their
+    priority to it), then lets them run anywhere again at their own priority. The latency row
+    pins the server under test and dnsperf to different CPUs, so that on a 2-core machine
+    neither's scheduling is counted as the other's latency."""
 
-    def __init__(self, pids, cpus):
-        self.pids, self.cpus = pids, set(cpus)
+    def __init__(self, pids, cpus, nice=None):
+        self.pids, self.cpus, self.nice = pids, set(cpus), nice
+        self.saved_nice = {}
 
-    def _set(self, cpus):
+    def _tids(self):
         for pid in self.pids:
             try:
                 tids = os.listdir("/proc/%d/task" % pid)
             except FileNotFoundError:
                 continue
-            for tid in tids:
-                try:
-                    os.sched_setaffinity(int(tid), cpus)
-                except (ProcessLookupError, OSError):
-                    pass  # a thread that ended meanwhile
+            yield from (int(tid) for tid in tids)
+
+    def _set(self, cpus, renice):
+        for tid in self._tids():
+            try:
+                os.sched_setaffinity(tid, cpus)
+                if renice:
+                    self.saved_nice.setdefault(tid, os.getpriority(os.PRIO_PROCESS, tid))
+                    os.setpriority(os.PRIO_PROCESS, tid, self.nice)
+                elif tid in self.saved_nice:
+                    os.setpriority(os.PRIO_PROCESS, tid, self.saved_nice[tid])
+            except (ProcessLookupError, OSError):
+                pass  # a thread that ended meanwhile
 
     def __enter__(self):
-        self._set(self.cpus)
+        self._set(self.cpus, self.nice is not None)
         return self
 
     def __exit__(self, *exc):
-        self._set(set(range(os.cpu_count() or 1)))
+        self._set(set(range(os.cpu_count() or 1)), False)
         return False
+
+
+def lab_processes(lab_):
+    """Pids of every process the lab started and their descendants: each runs in its own
+    session (`Lab.spawn`), so every process whose session is one of theirs."""
+    sessions = {p.pid for p in lab_.procs.values() if p.poll() is None}
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if int(fields[3]) in sessions:  # field 6 of stat: the session id
+            pids.append(int(entry))
+    return pids
 
 
 def rss_kib(pid):
