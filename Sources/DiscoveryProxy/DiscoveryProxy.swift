@@ -708,16 +708,12 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     private func send(
         _ bytes: [UInt8]?, rcode: String, _ context: QueryContext, cache: String, replay: ReplayTicket.Kind?
     ) {
+        let counters = metrics.counters(transport: context.transport, qtype: context.qtype, rcode: rcode)
         let ticket = replay.map { kind in
-            ReplayTicket(
-                epoch: context.epoch, lifetime: context.replayLifetime,
-                counters: metrics.replayCounters(
-                    kind: kind, transport: context.transport, qtype: context.qtype, rcode: rcode))
+            ReplayTicket(epoch: context.epoch, lifetime: context.replayLifetime, kind: kind, counters: counters)
         }
         context.respond(ProxyReply(bytes: bytes, replay: ticket))
-        metrics.answered(
-            transport: context.transport, qtype: context.qtype, rcode: rcode, cache: cache,
-            seconds: scheduler.now() - context.started)
+        metrics.answered(counters, cache: cache, seconds: scheduler.now() - context.started)
     }
 
     static func milliseconds(_ duration: Duration) -> Int {

@@ -10,7 +10,7 @@ import Synchronization
 final class ProxyMetrics: Sendable {
     private let counters = Mutex<[Key: Counter]>([:])
     private let timers = Mutex<[Key: Timer]>([:])
-    private let replays = Mutex<[Key: [ReplayTicket.Kind: ReplayCounters]]>([:])
+    private let answerCounters = Mutex<[Key: AnswerCounters]>([:])
 
     /// A metric's name and label values. The label names are fixed per metric name, so they
     /// are not part of the key. No string is built for a lookup: the values are the short
@@ -31,27 +31,25 @@ final class ProxyMetrics: Sendable {
         }
     }
 
-    /// `dns_queries_total{transport,qtype,rcode}` and `dns_answer_duration_seconds{cache}`.
-    func answered(transport: String, qtype: String, rcode: String, cache: String, seconds: Duration) {
-        counter("dns_queries_total", [("transport", transport), ("qtype", qtype), ("rcode", rcode)]).increment()
-        timer("dns_answer_duration_seconds", [("cache", cache)]).record(duration: seconds)
-    }
-
-    /// The counters for replays of an answer (see `ReplayTicket`): counted in
-    /// `dns_queries_total` like any other, and in `dns_answers_replayed_total{transport}`; not
-    /// timed one by one.
-    func replayCounters(kind: ReplayTicket.Kind, transport: String, qtype: String, rcode: String) -> ReplayCounters {
-        let key = Key("replay", [("transport", transport), ("qtype", qtype), ("rcode", rcode)])
-        if let found = replays.withLock({ $0[key]?[kind] }) { return found }
-        let made = ReplayCounters(
-            kind: kind,
-            queries: counter("dns_queries_total", [("transport", transport), ("qtype", qtype), ("rcode", rcode)]),
-            replayed: counter("dns_answers_replayed_total", [("transport", transport)]))
-        return replays.withLock { cache in
-            if let raced = cache[key]?[kind] { return raced }
-            cache[key, default: [:]][kind] = made
+    /// The counters of answers with these labels, for `answered` and for the replay tickets
+    /// of those answers (`DiscoveryProxy.replayed`). Takes the counters' lock inside its own;
+    /// nothing takes them the other way round.
+    func counters(transport: String, qtype: String, rcode: String) -> AnswerCounters {
+        let key = Key("dns_queries_total", [("transport", transport), ("qtype", qtype), ("rcode", rcode)])
+        return answerCounters.withLock { cache in
+            if let found = cache[key] { return found }
+            let made = AnswerCounters(
+                queries: counter("dns_queries_total", [("transport", transport), ("qtype", qtype), ("rcode", rcode)]),
+                replayed: counter("dns_answers_replayed_total", [("transport", transport)]))
+            cache[key] = made
             return made
         }
+    }
+
+    /// `dns_queries_total{transport,qtype,rcode}` and `dns_answer_duration_seconds{cache}`.
+    func answered(_ counters: AnswerCounters, cache: String, seconds: Duration) {
+        counters.queries.increment()
+        timer("dns_answer_duration_seconds", [("cache", cache)]).record(duration: seconds)
     }
 
     /// `mdns_first_result_seconds`: from the start of an mDNS query to its first record.
@@ -93,5 +91,20 @@ final class ProxyMetrics: Sendable {
             cache[key] = timer
             return timer
         }
+    }
+}
+
+/// The counters of one label set of answers. Answers the front ends replayed (see
+/// `ReplayTicket`) count in `dns_queries_total` like any other, and in
+/// `dns_answers_replayed_total{transport}`; they are not timed one by one.
+final class AnswerCounters: Sendable {
+    /// `dns_queries_total{transport,qtype,rcode}`
+    let queries: Counter
+    /// `dns_answers_replayed_total{transport}`
+    let replayed: Counter
+
+    init(queries: Counter, replayed: Counter) {
+        self.queries = queries
+        self.replayed = replayed
     }
 }

@@ -16,10 +16,14 @@ public struct ReplayTicket: Sendable {
     /// current is the epoch's business, not age's): a quarter of the browse idle timeout, so
     /// that the browses replayed answers come from stay in use, and at most 10 s.
     public let lifetime: Duration
-    /// What a replay adds to, as the original answer did.
-    let counters: ReplayCounters
+    /// Which counter of `ProxyStats` a replay adds to, as the original answer did.
+    let kind: Kind
+    /// The metric counters a replay adds to, found when the answer was counted: every loop's
+    /// replay cache reports each entry every second, and two metric lookups per entry (a lock,
+    /// an array and a four-string hash each) made that sweep a stall of about 1.5 ms per 1,000
+    /// entries on the loop.
+    let counters: AnswerCounters
 
-    /// Which counter of `ProxyStats` a replay adds to.
     enum Kind: Sendable {
         case hit
         case immediate
@@ -28,24 +32,6 @@ public struct ReplayTicket: Sendable {
 
     static func lifetime(browseIdleTimeout: Duration) -> Duration {
         min(.seconds(10), browseIdleTimeout / 4)
-    }
-}
-
-/// The counters replays of one kind of answer add to, found once per label set when the
-/// answer is made and carried by its tickets: every loop's replay cache reports each entry
-/// every second, and two metric lookups per entry (a lock, an array and a four-string hash
-/// each) made that sweep a stall of about 1.5 ms per 1,000 entries on the loop.
-final class ReplayCounters: Sendable {
-    let kind: ReplayTicket.Kind
-    /// `dns_queries_total{transport,qtype,rcode}`
-    let queries: Counter
-    /// `dns_answers_replayed_total{transport}`
-    let replayed: Counter
-
-    init(kind: ReplayTicket.Kind, queries: Counter, replayed: Counter) {
-        self.kind = kind
-        self.queries = queries
-        self.replayed = replayed
     }
 }
 
@@ -73,7 +59,7 @@ extension DiscoveryProxy {
     /// benchmark measures them instead.
     public func replayed(_ ticket: ReplayTicket, count: Int) {
         guard count > 0 else { return }
-        countReplays(ticket.counters.kind, count)
+        countReplays(ticket.kind, count)
         ticket.counters.queries.increment(by: Int64(count))
         ticket.counters.replayed.increment(by: Int64(count))
     }

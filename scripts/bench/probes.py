@@ -86,10 +86,16 @@ def metric_sum(admin_port, name):
     return sum(float(m.group(1)) for m in re.finditer(pat, metrics(admin_port), re.MULTILINE))
 
 
+def _stat(pid):
+    """The fields of /proc/PID/stat after the command name (which may hold spaces and
+    parentheses): [0] is field 3 of proc(5), the state."""
+    with open("/proc/%s/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 def cpu_seconds(pid):
     """User + system CPU time of a process so far (/proc/PID/stat, clock ticks)."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+    fields = _stat(pid)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -161,11 +167,10 @@ def lab_processes(lab_):
         if not entry.isdigit():
             continue
         try:
-            with open("/proc/%s/stat" % entry) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            fields = _stat(entry)
         except (FileNotFoundError, ProcessLookupError, IndexError):
             continue
-        if int(fields[3]) in sessions:  # field 6 of stat: the session id
+        if int(fields[3]) in sessions:  # field 6 of proc(5): the session id
             pids.append(int(entry))
     return pids
 
