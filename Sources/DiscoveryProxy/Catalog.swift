@@ -80,6 +80,13 @@ public struct Catalog: Sendable {
         }
         if Self.isPushService(relative) { return .immediate(zone: origin, answers: pushService(question)) }
         if Self.isMetadataName(relative) { return .immediate(zone: origin, answers: []) }
+        // A type that cannot exist at this name's place in DNS-SD's structure (the A and NS
+        // probes of QNAME minimisation, RFC 9156): NODATA at once, never an mDNS query.
+        if isReverse ? ServiceNamePosition.isStructure(reverse: relative)
+            : ServiceNamePosition(forward: relative)?.excludes(question.type) ?? false
+        {
+            return .immediate(zone: origin, answers: [])
+        }
         // A service type this link does not share: empty, and never asked of mDNS.
         if !isReverse, !link.services.isOpen, let type = ServiceFilter.serviceType(of: relative),
             type != "_dns-sd._udp", !link.services.permits(type)
@@ -190,12 +197,18 @@ public struct ZoneRecords: Sendable {
 
     /// SERIAL 0 (M), REFRESH 7200, RETRY 3600, EXPIRE 86400, MINIMUM 10; TTL ≤ 10 so the
     /// negative-caching time is 10 s (RFC 2308 §5).
-    public var soa: ResourceRecord {
+    public var soa: ResourceRecord { soa(negativeTTL: 10) }
+
+    /// The SOA with a negative-caching time (RFC 2308 §5: the lesser of the SOA's TTL and its
+    /// MINIMUM) of at most `ttl`: shorter for a negative answer given before mDNS has had
+    /// its full say (`DiscoveryProxy.provisionalTTL`).
+    public func soa(negativeTTL ttl: UInt32) -> ResourceRecord {
         let rname = configuration.hostmaster ?? ((try? origin.prepending([Array("hostmaster".utf8)])) ?? origin)
+        let limit = min(ttl, configuration.ttlCap)
         let soa = RData.SOA(
             mname: configuration.serverName, rname: rname, serial: 0, refresh: 7200, retry: 3600, expire: 86400,
-            minimum: min(10, configuration.ttlCap))
-        return ResourceRecord(name: origin, type: .soa, ttl: configuration.ttlCap, rdata: .soa(soa))
+            minimum: limit)
+        return ResourceRecord(name: origin, type: .soa, ttl: limit, rdata: .soa(soa))
     }
 
     public var ns: ResourceRecord {

@@ -62,8 +62,10 @@ public struct ProxyConfiguration: Sendable {
     public var serverName: DNSName
     /// SOA RNAME, the administrator's mailbox; nil means `hostmaster.<zone>`.
     public var hostmaster: DNSName?
-    /// Answer NODATA after this long when mDNS finds nothing (RFC 8766 §5.6: 6 s).
-    public var negativeTimeout: Duration = .seconds(6)
+    /// Answer NODATA after this long when mDNS finds nothing. RFC 8766 §5.6 says 6 s, but
+    /// resolvers give up on an authoritative server long before (docs/ARCHITECTURE.md,
+    /// "Negative answers"); the mDNS query goes on after the answer either way.
+    public var negativeTimeout: Duration = .milliseconds(800)
     /// After the first mDNS result, wait this long for more before answering, so that the
     /// rest of the same mDNS packet (and near-simultaneous responders) make it in.
     public var collectionWindow: Duration = .milliseconds(50)

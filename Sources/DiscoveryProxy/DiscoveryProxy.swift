@@ -265,7 +265,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
                     {
                         return .memo(answer)
                     }
-                    return .hit(makeSnapshot(for: key, in: state.browses))
+                    return .hit(makeSnapshot(for: key, in: state.browses, now: now))
                 }
                 state.stats.cacheMisses += 1
                 let id = state.nextWaiterID
@@ -330,7 +330,11 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         evicted?.cancel()
         switch action {
         case .hit(let snapshot):
-            finish(answer(query, plan: plan, snapshot: snapshot), context, cache: "hit", replay: .hit)
+            // A provisional negative is neither replayed nor shared: it must not outlive the
+            // browse's first 6 s with its 2 s negative TTL.
+            finish(
+                answer(query, plan: plan, snapshot: snapshot), context, cache: "hit",
+                replay: snapshot.isSettled ? .hit : nil)
         case .memo(let answer):
             send(answer.bytes, rcode: answer.rcode, context, cache: "hit", replay: .hit)
         case .full:
@@ -340,7 +344,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         case .optimistic(let snapshot, let start):
             logger.debug("optimistic answer; refreshing", metadata: ["mdns.question": "\(key)"])
             finish(
-                answer(query, plan: plan, snapshot: snapshot, ttl: min(configuration.ttlCap, Self.optimisticTTL)),
+                answer(query, plan: plan, snapshot: snapshot, ttl: min(configuration.ttlCap, Self.provisionalTTL)),
                 context, cache: "optimistic")
             if let start { begin(key, start) }
         case .rateLimited:
@@ -379,9 +383,16 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         finish(reply, context, cache: "hit")
     }
 
-    /// TTL of an optimistic answer: short, so the client asks again once the fresh browse has
-    /// had time to report (RFC 8766 §5.5.1 caps every TTL at 10 s anyway).
-    static let optimisticTTL: UInt32 = 2
+    /// TTL of an answer given before mDNS has had its say (an optimistic answer while a fresh
+    /// browse starts; the negative-caching time of "nothing yet" within `mdnsWindow`): short,
+    /// so the client asks again once the browse has had time to report (RFC 8766 §5.5.1 caps
+    /// every TTL at 10 s anyway).
+    static let provisionalTTL: UInt32 = 2
+
+    /// How long an mDNS query runs before "nothing found" is final: RFC 8766 §5.6's 6 s, by
+    /// which a query has been sent three times (RFC 6762 §5.2). A negative answer before
+    /// then (`negativeTimeout` is shorter by default) is cached for `provisionalTTL` only.
+    static let mdnsWindow: Duration = .seconds(6)
 
     /// Starts a browse now, or after its rate-limit delay.
     func begin(_ key: BrowseKey, _ start: (generation: UInt32, delay: Duration)) {
@@ -516,15 +527,15 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
 
     /// Answers every waiter of a browse from what it has now.
     private func flush(_ key: BrowseKey, generation: UInt32) {
+        let now = scheduler.now()
         let (waiters, snapshot) = state.withLock { state -> ([Waiter], Snapshot) in
             guard var browse = state.browses[key], browse.generation == generation else { return ([], Snapshot()) }
             browse.flushArmed = false
             let waiters = browse.waiters
             browse.waiters = []
             state.browses[key] = browse
-            return (waiters, makeSnapshot(for: key, in: state.browses))
+            return (waiters, makeSnapshot(for: key, in: state.browses, now: now))
         }
-        let now = scheduler.now()
         for waiter in waiters {
             // Per-query timing, like a connection establishment report: how long mDNS took
             // to bring the first result for this query, and when the answer went out.
@@ -543,13 +554,14 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
 
     /// The negative timeout of one waiter: answer with whatever is known (usually nothing).
     private func expire(_ key: BrowseKey, waiterID: Int) {
+        let now = scheduler.now()
         let found = state.withLock { state -> (Waiter, Snapshot)? in
             guard var browse = state.browses[key],
                 let index = browse.waiters.firstIndex(where: { $0.id == waiterID })
             else { return nil }
             let waiter = browse.waiters.remove(at: index)
             state.browses[key] = browse
-            let snapshot = makeSnapshot(for: key, in: state.browses)
+            let snapshot = makeSnapshot(for: key, in: state.browses, now: now)
             if snapshot.answers.isEmpty { state.stats.negativeTimeouts += 1 }
             return (waiter, snapshot)
         }
@@ -590,11 +602,16 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         var answers: [CachedRecord] = []
         /// SRV/TXT of PTR targets, then addresses of SRV targets (RFC 6763 §12).
         var additional: [CachedRecord] = []
+        /// mDNS has had its full say (`mdnsWindow`), so an empty answer is final; otherwise a
+        /// negative is cached briefly (`provisionalTTL`).
+        var isSettled = true
     }
 
-    private func makeSnapshot(for key: BrowseKey, in browses: [BrowseKey: Browse]) -> Snapshot {
+    private func makeSnapshot(for key: BrowseKey, in browses: [BrowseKey: Browse], now: Duration) -> Snapshot {
         guard let browse = browses[key] else { return Snapshot() }
-        return snapshot(answers: browse.orderedRecords, interface: key.interface, in: browses)
+        var snapshot = snapshot(answers: browse.orderedRecords, interface: key.interface, in: browses)
+        snapshot.isSettled = browse.hasResults || now - browse.startedAt >= Self.mdnsWindow
+        return snapshot
     }
 
     private func optimisticSnapshot(_ stale: ReleasedBrowse, key: BrowseKey, in browses: [BrowseKey: Browse]) -> Snapshot {
@@ -644,7 +661,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         }
         if reply.answers.isEmpty {
             // NODATA, never NXDOMAIN: the name may be an empty non-terminal (§5.6).
-            reply.authority = [ZoneRecords(origin: plan.zone, configuration: configuration).soa]
+            let zone = ZoneRecords(origin: plan.zone, configuration: configuration)
+            reply.authority = [snapshot.isSettled ? zone.soa : zone.soa(negativeTTL: Self.provisionalTTL)]
             return reply
         }
         let answered = Set(reply.answers)

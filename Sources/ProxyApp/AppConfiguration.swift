@@ -40,7 +40,7 @@ public struct AppConfiguration: Sendable, Equatable {
     public var hostmaster: DNSName?
     public var logLevel = "info"
 
-    public var negativeTimeoutSeconds = 6.0
+    public var negativeTimeoutSeconds = 0.8
     public var collectionWindowMilliseconds = 50
     public var browseIdleTimeoutSeconds = 120.0
     public var suppressLinkLocal = true

@@ -36,7 +36,7 @@ struct DiscoveryProxyCommand: ParsableCommand {
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String?
 
-    @Option(name: .long, help: "Seconds before a query that mDNS does not answer gets NOERROR/no data (default 6).")
+    @Option(name: .long, help: "Seconds before a query that mDNS does not answer gets NOERROR/no data (default 0.8; RFC 8766 says 6, longer than resolvers wait).")
     var negativeTimeout: Double?
 
     @Option(name: .long, help: "Milliseconds to collect further mDNS results after the first one (default 50).")

@@ -51,26 +51,59 @@ struct DiscoveryProxyTests {
         #expect(reply.message?.answers.count == 1)
     }
 
-    @Test("nothing found: NOERROR, no answers, SOA (MINIMUM 10, TTL ≤ 10) after 6 s, never NXDOMAIN")
+    /// The SOA of a negative answer: its negative-caching time (RFC 2308 §5) and owner.
+    func negativeTTL(_ message: Message) throws -> UInt32 {
+        #expect(message.rcode == .noError)
+        #expect(message.answers.isEmpty)
+        #expect(message.authority.count == 1)
+        #expect(message.authority.first?.name == (try DNSName("lab1.example.")))
+        guard let soa = message.authority.first, case .soa(let values) = soa.rdata else {
+            Issue.record("expected SOA in authority")
+            return 0
+        }
+        return min(values.minimum, soa.ttl)
+    }
+
+    @Test("nothing found: NOERROR, no answers, SOA after the 0.8 s negative timeout, cached 2 s; never NXDOMAIN")
     func negativeAfterTimeout() throws {
         let h = Harness()
+        let reply = h.ask("nosuch._ipp._tcp.lab1.example.", .txt)
+        h.clock.advance(by: .milliseconds(700))
+        #expect(!reply.isAnswered)
+        h.clock.advance(by: .milliseconds(100))
+        // Early, before mDNS has had its 6 s (RFC 8766 §5.6): a short negative-caching time.
+        #expect(try negativeTTL(try #require(reply.message)) == 2)
+        // A repeat now is a known negative: answered at once.
+        #expect(h.ask("nosuch._ipp._tcp.lab1.example.", .txt).isAnswered)
+        // After 6 s of mDNS queries "nothing" is final: MINIMUM 10, TTL ≤ 10 (§5.5.1, §6.1).
+        h.clock.advance(by: .seconds(6))
+        let settled = h.ask("nosuch._ipp._tcp.lab1.example.", .txt, id: 9)
+        #expect(try negativeTTL(try #require(settled.message)) == 10)
+        #expect(h.backend.started.count == 1)
+    }
+
+    @Test("after an early negative the mDNS query runs on: a slow responder is in the next answer")
+    func slowResponderAfterEarlyNegative() throws {
+        let h = Harness()
+        let first = h.ask("_ipp._tcp.lab1.example.", .ptr)
+        h.clock.advance(by: .milliseconds(800))
+        #expect(first.message?.answers.isEmpty == true)
+        #expect(h.backend.live.count == 1, "the browse is not cancelled by the answer")
+        h.clock.advance(by: .milliseconds(1200))
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(instance))  // the responder's answer at 2 s
+        let second = h.ask("_ipp._tcp.lab1.example.", .ptr, id: 2)
+        #expect(second.message?.answers.count == 1)
+        #expect(h.backend.started.count == 1)
+    }
+
+    @Test("negative-timeout 6 keeps RFC 8766 §5.6's wait, and its negative is final")
+    func rfcNegativeTimeout() throws {
+        let h = Harness { $0.negativeTimeout = .seconds(6) }
         let reply = h.ask("nosuch._ipp._tcp.lab1.example.", .txt)
         h.clock.advance(by: .milliseconds(5900))
         #expect(!reply.isAnswered)
         h.clock.advance(by: .milliseconds(200))
-        let message = try #require(reply.message)
-        #expect(message.rcode == .noError)
-        #expect(message.answers.isEmpty)
-        #expect(message.authority.count == 1)
-        guard case .soa(let soa) = message.authority[0].rdata else {
-            Issue.record("expected SOA in authority")
-            return
-        }
-        #expect(soa.minimum == 10)
-        #expect(message.authority[0].ttl <= 10)
-        #expect(message.authority[0].name == (try DNSName("lab1.example.")))
-        // A repeat now is a known negative: answered at once.
-        #expect(h.ask("nosuch._ipp._tcp.lab1.example.", .txt).isAnswered)
+        #expect(try negativeTTL(try #require(reply.message)) == 10)
     }
 
     @Test("with the mDNS daemon away, a miss ends in SERVFAIL, not a cacheable negative")
@@ -90,12 +123,12 @@ struct DiscoveryProxyTests {
     func joinPending() throws {
         let h = Harness()
         let first = h.ask("_ipp._tcp.lab1.example.", .ptr, id: 1)
-        h.clock.advance(by: .seconds(2))
+        h.clock.advance(by: .milliseconds(500))
         let second = h.ask("_ipp._tcp.lab1.example.", .ptr, id: 2)
         #expect(h.backend.started.count == 1)
-        h.clock.advance(by: .seconds(4))
+        h.clock.advance(by: .milliseconds(300))
         #expect(first.isAnswered)
-        #expect(second.isAnswered, "the browse is 6 s old: its negative covers the joiner too")
+        #expect(second.isAnswered, "the browse has run its negative timeout: its negative covers the joiner too")
     }
 
     @Test("TXT is byte-exact and an empty TXT becomes one zero byte (RFC 6763 §6.1)")

@@ -21,7 +21,7 @@ struct ConfigurationTests {
         #expect(readErrors.isEmpty)
         #expect(config.links.isEmpty)
         #expect(config.listen.map(\.description) == ["[::]:53", "0.0.0.0:53"])
-        #expect(config.negativeTimeoutSeconds == 6)
+        #expect(config.negativeTimeoutSeconds == 0.8)
         config.links = [.init(interface: "eth1", domain: try DNSName("lab1.example."))]
         config.serverName = try DNSName("ns.example.")
         #expect(config.validate(interfaces: interfaces).isEmpty)

@@ -203,14 +203,15 @@ def ptr_targets(r, qname):
 
 def assert_negative(r, zone=ZONE1):
     """NOERROR/NODATA with the zone SOA in authority (RFC 2308 §2.2, §3;
-    RFC 8766 §5.6: never NXDOMAIN inside the zone; §6.1: MINIMUM 10)."""
+    RFC 8766 §5.6: never NXDOMAIN inside the zone; §6.1: MINIMUM 10, or 2 for a
+    negative given before mDNS has run its 6 s, which the proxy caches briefly)."""
     assert r.rcode() == dns.rcode.NOERROR, "rcode %s, want NOERROR" % dns.rcode.to_text(r.rcode())
     assert not r.answer, "unexpected answers: %s" % r.answer
     soa = [rs for rs in r.authority if rs.rdtype == dns.rdatatype.SOA]
     assert soa, "negative answer without SOA in authority: %s" % r
     assert soa[0].name == zone, "SOA owner %s, want %s" % (soa[0].name, zone)
     assert soa[0].ttl <= MAX_TTL
-    assert soa[0][0].minimum == 10
+    assert soa[0][0].minimum in (2, 10), "SOA MINIMUM %d" % soa[0][0].minimum
     assert r.flags & dns.flags.AA, "negative answer inside the zone without AA"
 
 

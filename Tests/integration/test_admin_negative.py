@@ -164,16 +164,24 @@ def test_registration_domains_negative(lab, label):
 
 
 def test_negative_answer_after_mdns_wait(lab):
-    """RFC 8766 §5.6: nothing relevant within 6 s -> NOERROR, ANCOUNT 0, SOA in
-    authority (TTL <= 10, MINIMUM 10); the mDNS query is sent as
-    `<name>.local.`; timing loose: between 5 and 8 s."""
+    """RFC 8766 §5.6: nothing relevant -> NOERROR, ANCOUNT 0, SOA in authority.
+    The proxy answers after its negative timeout (0.8 s by default, not the RFC's
+    6 s, which outlasts resolvers' patience), with a negative-caching time of 2 s
+    (RFC 2308 §5) since mDNS has not had its say; the mDNS query for
+    `<name>.local.` goes on after the answer, so a slow responder is in the cache
+    for the next query."""
     inst = name(unique(), "_ipp", "_tcp")
     t0 = time.time()
     r, dt = query(inst, T.SRV, timeout=12)
+    answered = time.time()
     assert_negative(r)
-    assert 5.0 <= dt <= 8.0, "negative answer after %.2fs (want ~6 s)" % dt
-    sent = {n for _ts, n, _t, _src in lab.capture.queries(since=t0)}
-    assert to_local(inst, ZONE1) in sent, "no mDNS query for %s seen" % to_local(inst, ZONE1)
+    soa = [rs for rs in r.authority if rs.rdtype == T.SOA][0]
+    assert min(soa.ttl, soa[0].minimum) == 2, "early negative cached for %d s, want 2" % soa[0].minimum
+    assert dt < 4.0, "negative answer after %.2fs" % dt
+    local = to_local(inst, ZONE1)
+    L.wait_for(lambda: any(n == local for ts, n, _t, _src in lab.capture.queries(since=answered + 0.05)),
+               5, what="an mDNS query for %s after the answer (the query runs on)" % local)
+    assert local in {n for _ts, n, _t, _src in lab.capture.queries(since=t0)}
 
 
 def test_never_nxdomain_in_zone(lab):

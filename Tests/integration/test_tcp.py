@@ -21,9 +21,9 @@ IDLE_BOUND = 40.0  # RFC 7766 §6.2.3: "on the order of seconds"; loose bound
 
 
 def test_pipelined_out_of_order(lab):
-    """RFC 7766 §6.2.1.1, §7: pipeline a query that takes the full 6 s mDNS wait,
-    then a cached query on the same connection: the cached answer returns
-    first, both answers arrive and the IDs match their questions."""
+    """RFC 7766 §6.2.1.1, §7: pipeline a query that waits out the negative
+    timeout (0.8 s), then a cached query on the same connection: the cached
+    answer returns first, both answers arrive and the IDs match their questions."""
     query(IPP1, T.PTR)  # warm the cache
     slow = make_query(name(unique(), "_ipp", "_tcp"), T.SRV)
     fast = make_query(IPP1, T.PTR)
@@ -45,7 +45,7 @@ def test_pipelined_out_of_order(lab):
     assert t1 < 3.0, "cached answer only after %.2fs" % t1
     assert second.id == slow.id and second.question == slow.question
     assert_negative(second)
-    assert t2 >= 4.0
+    assert t2 >= 0.7, "the slow answer came after %.2fs, before the negative timeout" % t2
 
 
 def test_several_queries_one_connection(lab):
