@@ -80,9 +80,11 @@ public struct Catalog: Sendable {
         }
         if Self.isPushService(relative) { return .immediate(zone: origin, answers: pushService(question)) }
         if Self.isMetadataName(relative) { return .immediate(zone: origin, answers: []) }
-        // A type that cannot exist at this name's place in DNS-SD's structure (the A and NS
-        // probes of QNAME minimisation, RFC 9156): NODATA at once, never an mDNS query.
-        if isReverse ? ServiceNamePosition.isStructure(reverse: relative)
+        // A type that cannot exist at this name's place (the A and NS probes of QNAME
+        // minimisation, RFC 9156): NODATA at once, never an mDNS query. Below a link zone,
+        // DNS-SD's structure decides; in a reverse zone only a whole address holds a PTR.
+        if isReverse
+            ? (question.type != .ptr && question.type != .any) || !IPPrefix.isReverseAddress(question.name)
             : ServiceNamePosition(forward: relative)?.excludes(question.type) ?? false
         {
             return .immediate(zone: origin, answers: [])

@@ -45,6 +45,32 @@ public struct IPPrefix: Hashable, Sendable, CustomStringConvertible {
         reverseName(units: isIPv4 ? 4 : 32)
     }
 
+    /// Whether `name` is a whole address in reverse form (four decimal labels under
+    /// `in-addr.arpa.`, 32 nibbles under `ip6.arpa.`). Only such names hold records, a PTR
+    /// (RFC 1035 §3.5, RFC 3596 §2.5); shorter names are empty non-terminals of the tree.
+    public static func isReverseAddress(_ name: DNSName) -> Bool {
+        let labels = name.labels
+        guard labels.count >= 2 else { return false }
+        let family = labels[labels.count - 2]
+        let units = labels.dropLast(2)
+        if DNSName.labelsEqual(family, Array("in-addr".utf8)) {
+            return units.count == 4 && units.allSatisfy(isOctet)
+        }
+        if DNSName.labelsEqual(family, Array("ip6".utf8)) {
+            return units.count == 32 && units.allSatisfy { $0.count == 1 && isHexDigit($0[0]) }
+        }
+        return false
+    }
+
+    private static func isOctet(_ label: [UInt8]) -> Bool {
+        guard (1...3).contains(label.count), label.allSatisfy({ (0x30...0x39).contains($0) }) else { return false }
+        return label.reduce(0) { $0 * 10 + Int($1 - 0x30) } <= 255
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        (0x30...0x39).contains(byte) || (0x61...0x66).contains(byte | 0x20)
+    }
+
     private func reverseName(units: Int) -> DNSName {
         var labels: [[UInt8]] = []
         if isIPv4 {

@@ -27,10 +27,8 @@ import DNSWire
 /// below a link zone. ANY at a name with types is left to mDNS's cache (`answerAny`).
 ///
 /// A name whose label right below the zone has no underscore is a host or something under one
-/// (macOS publishes `_kerberos.<host>.local` TXT), and is not restricted: `plan` then returns
-/// nil. Names in reverse zones are addresses: there, any underscore label (other than the
-/// address-based enumeration names, RFC 6763 §11, answered before this) marks a name that
-/// cannot exist, and `reverse` says so.
+/// (macOS publishes `_kerberos.<host>.local` TXT), and is not restricted: `init` then returns
+/// nil. Reverse zones follow their own rule (`IPPrefix.isReverseAddress`).
 enum ServiceNamePosition: Equatable, Sendable {
     case serviceType
     case subtype
@@ -67,11 +65,6 @@ enum ServiceNamePosition: Equatable, Sendable {
         case 4: self = Self.is(relative[1], Label.sub) ? .subtype : .empty
         default: self = .empty
         }
-    }
-
-    /// Whether a name below a reverse zone has a label that no address name can have.
-    static func isStructure(reverse relative: [[UInt8]]) -> Bool {
-        relative.contains(where: isUnderscored)
     }
 
     /// The record types a name in this position can hold.

@@ -71,14 +71,22 @@ struct ServiceNamePositionTests {
         #expect(isMDNS("_kerberos.farhost1.lab1.example.", .txt))
     }
 
-    @Test("in a reverse zone an underscore label marks a name that cannot exist; addresses still go to mDNS")
+    @Test("in a reverse zone only a whole address holds a PTR; the rest is NODATA at once (RFC 1035 §3.5)")
     func reverseZone() throws {
         let reverse = try DNSName("2.0.192.in-addr.arpa.")
-        for name in ["_udp.0.2.0.192.in-addr.arpa.", "_dns-sd._udp.0.2.0.192.in-addr.arpa."] {
+        // Unbound's probes on the way to b._dns-sd._udp.0.2.0.192.in-addr.arpa. (RFC 6763 §11).
+        for name in ["0.2.0.192.in-addr.arpa.", "_udp.0.2.0.192.in-addr.arpa.", "_dns-sd._udp.0.2.0.192.in-addr.arpa."] {
             #expect(plan(name, .a) == .immediate(zone: reverse, answers: []), "\(name)")
+            #expect(plan(name, .ns) == .immediate(zone: reverse, answers: []), "\(name)")
+        }
+        for name in ["_dns-sd._udp.0.2.0.192.in-addr.arpa.", "x.10.2.0.192.in-addr.arpa.", "300.2.0.192.in-addr.arpa."] {
             #expect(plan(name, .ptr) == .immediate(zone: reverse, answers: []), "\(name)")
         }
         #expect(isMDNS("10.2.0.192.in-addr.arpa.", .ptr))
+        #expect(!isMDNS("10.2.0.192.in-addr.arpa.", .a))
+        let v6 = String(repeating: "a.", count: 16) + "0.0.0.0.1.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa."
+        #expect(isMDNS(v6, .ptr))
+        #expect(!isMDNS("1.2.3.4.0.0.0.0.1.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.", .ptr), "an empty non-terminal")
         guard case .immediate(_, let b) = plan("b._dns-sd._udp.0.2.0.192.in-addr.arpa.", .ptr) else {
             Issue.record("expected an immediate answer")
             return

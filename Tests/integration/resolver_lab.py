@@ -1,0 +1,476 @@
+"""Deployment lab: real recursive resolvers between a client and the proxy (issue 15).
+
+The lab.Lab namespaces stay as they are; this module adds a client namespace and
+a parent DNS hierarchy, the way a site deploys the proxy (deploy/parent-zone/)::
+
+    NS_C = dpt-[<id>-]c                              dpt-[<id>-]r
+    [lo 127.0.0.1  one resolver at a time  ]       [dpr-c 203.0.113.1/24 2001:db8:3::1/64]
+    [lo 127.0.0.2  knotd: ".", "example.", ]--veth--[ proxy instance "proxy-rl" on         ]
+    [              "in-addr.arpa."          ]       [ 203.0.113.1:53 and [2001:db8:3::1]:53 ]
+    [dpc-r 203.0.113.10/24 2001:db8:3::10/64]       (+ the session proxy on :5300, untouched)
+
+* knotd (authoritative, unsigned) serves a small root zone, `example.` and
+  `in-addr.arpa.`.  The root delegates `example.` and `in-addr.arpa.` (to the
+  same knotd); `example.` delegates lab1/lab2.example. to ns.example.
+  (A 203.0.113.1, AAAA 2001:db8:3::1) and lists both link zones under
+  b/db/lb._dns-sd._udp.example.; `in-addr.arpa.` delegates 2.0.192.in-addr.arpa.
+  and 100.51.198.in-addr.arpa. to ns.example.  A real delegation has no port,
+  so the proxy must answer on port 53.
+* The proxy for this lab is a second instance in dpt-r ("proxy-rl", admin port
+  8301, loopback port 5301 for lab readiness checks), so the session proxy that
+  other test modules use keeps running; restart_proxy() gives a fresh one.
+  Its default client ACL admits 203.0.113.0/24 (a subnet of the router's own
+  interface dpr-c); the veth exists before the proxy starts.
+* One recursive resolver at a time listens on 127.0.0.1:53 in NS_C (RESOLVERS),
+  started by the test from config files written to the lab's temp dir, the way
+  users start them, and killed by stop_resolver().  Each start is cold (fresh
+  working directory, fresh cache).
+* tcpdump captures port 53 on every interface of NS_C while a resolver runs
+  (client <-> resolver, resolver <-> knotd, resolver <-> proxy);
+  packet_log() decodes it for failure messages.
+* /etc/netns/NS_C/resolv.conf says `nameserver 127.0.0.1` and `search example.`,
+  so programs run with `ip netns exec NS_C` (avahi-daemon's wide-area browsing,
+  dnssd-browse, dig) use the running resolver.  test_resolver_clients.py builds
+  an avahi-daemon wide-area client and a dnssd-browse check on top of this module.
+
+API::
+
+    rl = ResolverLab(lab)        # lab: a started lab.Lab
+    rl.start()                   # NS_C, veth, knotd, resolv.conf, proxy-rl
+    rl.restart_proxy()           # fresh proxy-rl (default settings)
+    rl.start_resolver("unbound") # stops the previous resolver; waits until it answers
+    r = rl.query("lb._dns-sd._udp.example.", "PTR")  # ONE query with RD, from NS_C
+    rl.packet_log()              # tcpdump's text of this resolver's port-53 traffic
+    rl.stop_resolver(); rl.stop()
+
+Nothing runs on the host: every daemon runs in NS_C or dpt-r and is stopped by
+stop(); namespaces are named from lab.NS_PREFIX (DPT_LAB_ID keeps labs apart).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import subprocess
+import time
+
+import dns.message
+import dns.query
+import dns.rcode
+import dns.rdatatype
+
+import lab as L
+
+NS_C = L.NS_PREFIX + "c"
+R_IF_C, C_IF = "dpr-c", "dpc-r"          # router side / client side of the client link
+R_V4_C, R_V6_C = "203.0.113.1", "2001:db8:3::1"
+C_V4, C_V6 = "203.0.113.10", "2001:db8:3::10"
+KNOT_ADDR = "127.0.0.2"                  # the parent side (root, example., in-addr.arpa.)
+RESOLVER_ADDR = "127.0.0.1"              # the resolver the client uses
+ROOT_NS = "a.root-servers.lab."          # our root server's name (data in the root zone)
+PROXY_NAME = "proxy-rl"
+PROXY_LOOP_PORT = 5301                   # proxy-rl also on 127.0.0.1:5301 (readiness check)
+LINK_REVERSE_ZONES = ("2.0.192.in-addr.arpa.", "100.51.198.in-addr.arpa.")
+
+RESOLVERS = ("unbound", "bind", "kresd", "pdns", "dnsmasq")
+
+# --------------------------------------------------------------------------
+# Zones (unsigned) served by knotd
+# --------------------------------------------------------------------------
+
+SOA_TAIL = "1 3600 600 86400 60"  # serial refresh retry expire negative-TTL
+
+ROOT_ZONE = """\
+$TTL 3600
+.                       SOA   {ns} hostmaster.example. {soa}
+.                       NS    {ns}
+{ns}     A     {knot}
+; delegations to the same knotd (out of bailiwick: the resolver looks up {ns})
+example.                NS    {ns}
+in-addr.arpa.           NS    {ns}
+"""
+
+# as deploy/parent-zone/example.com.zone describes for example.com
+EXAMPLE_ZONE = """\
+$ORIGIN example.
+$TTL 3600
+@                       SOA   {ns} hostmaster.example. {soa}
+@                       NS    {ns}
+; the proxy's --server-name, outside every link zone (RFC 8766 §6.2)
+ns                      A     {r4}
+ns                      AAAA  {r6}
+lab1                    NS    ns.example.
+lab2                    NS    ns.example.
+; domain enumeration (RFC 6763 §11)
+b._dns-sd._udp          PTR   lab1.example.
+b._dns-sd._udp          PTR   lab2.example.
+db._dns-sd._udp         PTR   lab1.example.
+lb._dns-sd._udp         PTR   lab1.example.
+lb._dns-sd._udp         PTR   lab2.example.
+"""
+
+# as deploy/parent-zone/reverse-delegations.zone describes
+IN_ADDR_ARPA_ZONE = """\
+$ORIGIN in-addr.arpa.
+$TTL 3600
+@                       SOA   {ns} hostmaster.example. {soa}
+@                       NS    {ns}
+2.0.192                 NS    ns.example.     ; 192.0.2.0/24, link 1
+100.51.198              NS    ns.example.     ; 198.51.100.0/24, link 2
+"""
+
+ROOT_HINTS = """\
+.                       3600000  NS  {ns}
+{ns}     3600000  A   {knot}
+"""
+
+KNOT_CONF = """\
+server:
+    listen: {knot}@53
+    rundir: {d}
+control:
+    listen: {d}/knot.sock
+database:
+    storage: {d}
+log:
+  - target: stderr
+    any: info
+template:
+  - id: default
+    storage: {d}
+    # read-only zone files, no journal: nothing is written back
+    zonefile-sync: -1
+    zonefile-load: whole
+    journal-content: none
+zone:
+  - domain: .
+    file: root.zone
+  - domain: example.
+    file: example.zone
+  - domain: in-addr.arpa.
+    file: in-addr.arpa.zone
+"""
+
+# --------------------------------------------------------------------------
+# Resolver configurations: defaults, except what the lab needs (said why)
+# --------------------------------------------------------------------------
+
+UNBOUND_CONF = """\
+server:
+    # where the lab's client asks
+    interface: {addr}
+    port: 53
+    # files live in the test's temp dir: no chroot, no privilege drop, no pid file
+    chroot: ""
+    username: ""
+    directory: "{d}"
+    pidfile: ""
+    use-syslog: no
+    logfile: ""
+    verbosity: 1
+    # our root is knotd on 127.0.0.2 (no trust anchor: our root is unsigned)
+    root-hints: "{d}/root.hints"
+    # knotd listens on loopback, which Unbound never queries by default
+    do-not-query-localhost: no
+    # RFC 6303 built-in empty zones would answer the links' reverse zones locally
+    local-zone: "2.0.192.in-addr.arpa." nodefault
+    local-zone: "100.51.198.in-addr.arpa." nodefault
+    # qname-minimisation stays on (the default)
+"""
+
+BIND_CONF = """\
+options {{
+    // working files in the test's temp dir; no pid file, no session key in /run
+    directory "{d}";
+    pid-file none;
+    session-keyfile none;
+    // where the lab's client asks (BIND binds only addresses configured on an interface)
+    listen-on port 53 {{ {addr}; }};
+    listen-on-v6 {{ none; }};
+    // our root is unsigned; the default (auto) validates with the real root key
+    dnssec-validation no;
+    // RFC 6303 built-in empty zones would answer the links' reverse zones locally
+    disable-empty-zone "2.0.192.IN-ADDR.ARPA";
+    disable-empty-zone "100.51.198.IN-ADDR.ARPA";
+}};
+// no rndc control channel (it would read /etc/bind/rndc.key)
+controls {{ }};
+// our root is knotd on 127.0.0.2
+zone "." {{ type hint; file "{d}/root.hints"; }};
+"""
+
+KRESD_CONF = """\
+-- where the lab's client asks
+net.listen('{addr}', 53, {{ kind = 'dns' }})
+-- a fresh cache in this run's directory: every start is cold
+cache.open(10 * MB, 'lmdb://{d}/cache')
+-- our root is unsigned: no root trust anchor
+trust_anchors.remove('.')
+-- our root is knotd on 127.0.0.2 (Knot Resolver 5 has no stub zone that sends
+-- iterative queries: policy.STUB recurses, so the lab gives it a root); the hints
+-- module that sets root hints is not loaded by default
+modules.load('hints > iterate')
+hints.root({{ ['{ns}'] = '{knot}' }})
+-- RFC 6303 names are refused by default (policy.special_names): let the links'
+-- reverse zones through
+policy.add(policy.suffix(policy.PASS, policy.todnames({{ {rev} }})))
+"""
+
+PDNS_CONF = """\
+# where the lab's client asks
+local-address={addr}
+local-port=53
+daemon=no
+write-pid=no
+socket-dir={d}
+disable-syslog=yes
+# our root is knotd on 127.0.0.2
+hint-file={d}/root.hints
+# the default list forbids 127/8 and the documentation prefixes the lab uses
+dont-query=
+# our root is unsigned; the default (process) validates with the built-in root key
+dnssec=off
+"""
+
+DNSMASQ_CONF = """\
+# where the lab's client asks
+port=53
+listen-address={addr}
+bind-interfaces
+# /etc/resolv.conf in NS_C points back at 127.0.0.1: no default upstream
+no-resolv
+# stays in the foreground (-k); no pid file in /run; log to stderr
+pid-file=
+log-facility=-
+log-queries
+# forwarding: the parent zones to knotd, the link zones and their reverse zones
+# to the proxy (deploy/parent-zone/dnsmasq.conf, proxy on another host)
+server=/example/{knot}
+server=/in-addr.arpa/{knot}
+server=/lab1.example/{r4}
+server=/lab2.example/{r4}
+server=/2.0.192.in-addr.arpa/{r4}
+server=/100.51.198.in-addr.arpa/{r4}
+"""
+
+
+class ResolverLab:
+    """Client namespace, parent zones on knotd, a proxy on port 53 and one recursive
+    resolver at a time, on top of a started lab.Lab (see the module docstring)."""
+
+    def __init__(self, lab):
+        self.lab = lab
+        self.dir = os.path.join(lab.dir, "resolver-lab")
+        self.kind = None          # the running resolver
+        self.run_dir = None       # its working directory
+        self.pcap = None          # its capture
+        self._runs = 0
+        self._etc_dir = "/etc/netns/%s" % NS_C
+        self.up = False
+
+    # ---- lab --------------------------------------------------------------
+    def start(self):
+        _cleanup_client_ns()
+        os.makedirs(self.dir, exist_ok=True)
+        atexit.register(self.stop)
+        try:
+            self._resolv_conf()
+            self._netns()
+            self._knot()
+            self.restart_proxy()
+            self.up = True
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self):
+        self.stop_resolver()
+        self.lab.stop_proc("knotd")
+        self.stop_proxy()
+        _cleanup_client_ns()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self._etc_dir, "resolv.conf"))
+        with contextlib.suppress(OSError):
+            os.rmdir(self._etc_dir)
+        self.up = False
+
+    def _resolv_conf(self):
+        # `ip netns exec NS_C` bind-mounts this over /etc/resolv.conf
+        os.makedirs(self._etc_dir, exist_ok=True)
+        with open(os.path.join(self._etc_dir, "resolv.conf"), "w") as f:
+            f.write("nameserver %s\nsearch example.\n" % RESOLVER_ADDR)
+
+    def _netns(self):
+        L.run(["ip", "netns", "add", NS_C])
+        L.nsrun(NS_C, ["ip", "link", "set", "lo", "up"])
+        L.run(["ip", "link", "add", R_IF_C, "netns", L.NS_R, "type", "veth",
+               "peer", "name", C_IF, "netns", NS_C])
+        for ns, ifn, v4, v6 in ((L.NS_R, R_IF_C, R_V4_C, R_V6_C), (NS_C, C_IF, C_V4, C_V6)):
+            L.nsrun(ns, ["sysctl", "-q", "-w", "net.ipv6.conf.%s.accept_dad=0" % ifn])
+            L.nsrun(ns, ["ip", "addr", "add", v4 + "/24", "dev", ifn])
+            L.nsrun(ns, ["ip", "-6", "addr", "add", v6 + "/64", "dev", ifn, "nodad"])
+            L.nsrun(ns, ["ip", "link", "set", ifn, "up"])
+
+        def ready():
+            out = L.nsrun(NS_C, ["ip", "-6", "addr", "show", "dev", C_IF]).stdout
+            return C_V6 in out and "tentative" not in out
+        L.wait_for(ready, 10, what="the client link's IPv6 address")
+
+    def _write(self, path, text):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+
+    def _fmt(self, text, d=None):
+        rev = ", ".join("'%s'" % z for z in LINK_REVERSE_ZONES)
+        return text.format(d=d or self.dir, ns=ROOT_NS, knot=KNOT_ADDR, soa=SOA_TAIL,
+                           r4=R_V4_C, r6=R_V6_C, addr=RESOLVER_ADDR, rev=rev)
+
+    def _knot(self):
+        d = os.path.join(self.dir, "knot")
+        for fname, text in (("root.zone", ROOT_ZONE), ("example.zone", EXAMPLE_ZONE),
+                            ("in-addr.arpa.zone", IN_ADDR_ARPA_ZONE), ("knot.conf", KNOT_CONF)):
+            self._write(os.path.join(d, fname), self._fmt(text, d))
+        self.lab.spawn(NS_C, ["knotd", "-c", os.path.join(d, "knot.conf")], "knotd")
+
+        def answers():
+            self.lab.check_alive("knotd")
+            for zone in (".", "example.", "in-addr.arpa."):
+                q = dns.message.make_query(zone, dns.rdatatype.SOA)
+                with L.netns(NS_C):
+                    r = dns.query.udp(q, KNOT_ADDR, timeout=1)
+                if r.rcode() != dns.rcode.NOERROR or not r.answer:
+                    return False
+            return True
+        L.wait_for(answers, 15, what="knotd to serve the parent zones")
+
+    # ---- proxy --------------------------------------------------------------
+    def restart_proxy(self):
+        """(Re)start proxy-rl in dpt-r with its defaults, serving port 53 on the
+        client link (and 127.0.0.1:5301 for the readiness check)."""
+        self.stop_proxy()
+        self.lab.start_proxy(name=PROXY_NAME, port=PROXY_LOOP_PORT, v6=False, extra_args=[
+            "--listen", "%s:53" % R_V4_C, "--listen", "[%s]:53" % R_V6_C])
+
+    def stop_proxy(self):
+        self.lab.stop_proc(PROXY_NAME)
+
+    # ---- resolvers ----------------------------------------------------------
+    def start_resolver(self, kind, timeout=30):
+        """Stop the running resolver, start `kind` cold (new directory, new cache) on
+        127.0.0.1:53 in NS_C, and wait until it answers `example. SOA`."""
+        if kind not in RESOLVERS:
+            raise ValueError("unknown resolver %r (one of %s)" % (kind, ", ".join(RESOLVERS)))
+        self.stop_resolver()
+        self._runs += 1
+        d = os.path.join(self.dir, "%s-%d" % (kind, self._runs))
+        os.makedirs(d)
+        self._write(os.path.join(d, "root.hints"), self._fmt(ROOT_HINTS, d))
+        self._start_capture(d)
+        if kind == "unbound":
+            conf = os.path.join(d, "unbound.conf")
+            self._write(conf, self._fmt(UNBOUND_CONF, d))
+            cmd = ["unbound", "-d", "-c", conf]
+        elif kind == "bind":
+            conf = os.path.join(d, "named.conf")
+            self._write(conf, self._fmt(BIND_CONF, d))
+            cmd = ["named", "-g", "-c", conf]
+        elif kind == "kresd":
+            conf = os.path.join(d, "kresd.conf")
+            self._write(conf, self._fmt(KRESD_CONF, d))
+            cmd = ["kresd", "-n", "-c", conf, d]
+        elif kind == "pdns":
+            self._write(os.path.join(d, "recursor.conf"), self._fmt(PDNS_CONF, d))
+            cmd = ["pdns_recursor", "--config-dir=" + d]
+        else:
+            conf = os.path.join(d, "dnsmasq.conf")
+            self._write(conf, self._fmt(DNSMASQ_CONF, d))
+            cmd = ["dnsmasq", "-k", "-C", conf]
+        self.kind, self.run_dir = kind, d
+        self.lab.spawn(NS_C, cmd, "resolver-" + kind)
+
+        name = "resolver-" + kind
+        deadline = time.monotonic() + timeout
+        while True:
+            self.lab.check_alive(name)  # a resolver that exits (bad config) fails at once
+            with contextlib.suppress(Exception):
+                r = self.query("example.", dns.rdatatype.SOA, timeout=1)
+                if r.rcode() == dns.rcode.NOERROR and r.answer:
+                    return
+            if time.monotonic() > deadline:
+                raise TimeoutError("%s did not answer example. SOA within %ss; log:\n%s"
+                                   % (kind, timeout, self.lab.log_text(name, 60)))
+            time.sleep(0.3)
+
+    def stop_resolver(self):
+        if self.kind is not None:
+            self.lab.stop_proc("resolver-" + self.kind)
+        self.lab.stop_proc("tcpdump-c")
+        self.kind = None
+
+    def resolver_log(self, tail=60):
+        return self.lab.log_text("resolver-" + self.kind, tail) if self.kind else ""
+
+    def proxy_log(self, tail=60):
+        return self.lab.log_text(PROXY_NAME, tail)
+
+    # ---- client side --------------------------------------------------------
+    def query(self, name, rdtype, timeout=4.0, tcp=False):
+        """Send ONE query (RD, EDNS0 1232) from NS_C to the resolver; return the response.
+        Raises dns.exception.Timeout when nothing comes back within `timeout`."""
+        if isinstance(rdtype, str):
+            rdtype = dns.rdatatype.from_text(rdtype)
+        q = dns.message.make_query(name, rdtype, use_edns=0, payload=1232)
+        with L.netns(NS_C):
+            if tcp:
+                return dns.query.tcp(q, RESOLVER_ADDR, port=53, timeout=timeout)
+            return dns.query.udp(q, RESOLVER_ADDR, port=53, timeout=timeout)
+
+    # ---- packet capture -----------------------------------------------------
+    def _start_capture(self, d):
+        self.lab.stop_proc("tcpdump-c")
+        self.pcap = os.path.join(d, "dns.pcap")
+        self.lab.spawn(NS_C, ["tcpdump", "-i", "any", "-n", "-U", "--immediate-mode", "-s", "0",
+                              "-w", self.pcap, "port", "53"], "tcpdump-c",
+                       stdout=subprocess.DEVNULL)
+        L.wait_for(lambda: os.path.exists(self.pcap) and os.path.getsize(self.pcap) >= 24,
+                   10, what="tcpdump in %s to open its capture file" % NS_C)
+
+    def packet_log(self, grep=None, max_lines=400):
+        """tcpdump's decoding of the running resolver's port-53 traffic so far (client <->
+        resolver on lo, resolver <-> knotd on lo, resolver <-> proxy on dpc-r); with `grep`,
+        only lines containing that text (case-insensitive)."""
+        if not self.pcap or not os.path.exists(self.pcap):
+            return "(no capture)"
+        cmd = ["tcpdump", "-n", "-K", "-r", self.pcap, "-tttt", "-vv"]
+        # read inside NS_C: the capture names interfaces by index
+        r = L.nsrun(NS_C, cmd, check=False) if NS_C in L.list_netns() else L.run(cmd, check=False)
+        packets = []  # -vv continues an IPv4 packet on an indented line: one line per packet
+        for ln in r.stdout.splitlines():
+            if ln[:1].isspace() and packets:
+                packets[-1] += " " + ln.strip()
+            else:
+                packets.append(ln)
+        lines = [p for p in packets if not grep or grep.lower() in p.lower()]
+        if len(lines) > max_lines:
+            lines = ["... %d lines left out" % (len(lines) - max_lines)] + lines[-max_lines:]
+        return "\n".join(lines)
+
+
+def _cleanup_client_ns():
+    """Kill what runs in NS_C (by PID) and delete it; other labs' namespaces stay."""
+    if NS_C not in L.list_netns():
+        return
+    pids = L.run(["ip", "netns", "pids", NS_C], check=False).stdout.split()
+    for p in pids:
+        L.kill_pid(int(p), signal.SIGTERM)
+    deadline = time.monotonic() + 3
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if os.path.exists("/proc/%s" % p)]
+        time.sleep(0.1)
+    for p in pids:
+        L.kill_pid(int(p), signal.SIGKILL)
+    L.run(["ip", "netns", "del", NS_C], check=False)
