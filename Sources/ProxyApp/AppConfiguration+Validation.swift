@@ -3,6 +3,15 @@ import DNSWire
 import DiscoveryProxy
 
 extension AppConfiguration {
+    /// Resolvers stop waiting for a server after about 1.5 s (PowerDNS Recursor answers
+    /// SERVFAIL then; avahi's wide-area browser gives up at 2.5 s): a longer negative timeout
+    /// is valid (RFC 8766 §5.6 says 6 s) but makes every absent type fail through them.
+    public var negativeTimeoutAdvice: String? {
+        negativeTimeoutSeconds > 1.2
+            ? "longer than recursive resolvers wait (PowerDNS Recursor gives up at 1.5 s): absent service types will fail through them; 0.8 is the default"
+            : nil
+    }
+
     /// Every problem, one line each, naming the key, the bad value and why. Binding errors
     /// (port in use, permission) are start-up errors, not found here.
     public func validate(interfaces: InterfaceTable) -> [ConfigError] {
@@ -162,7 +171,7 @@ extension AppConfiguration {
                 lines.append("      deny: [\(link.services.deny.sorted().joined(separator: ", "))]")
             }
         }
-        lines.append("negative-timeout: \(negativeTimeoutSeconds)")
+        lines.append("negative-timeout: \(negativeTimeoutSeconds)\(negativeTimeoutAdvice.map { "  # \($0)" } ?? "")")
         lines.append("collection-window-ms: \(collectionWindowMilliseconds)")
         lines.append("browse-idle-timeout: \(browseIdleTimeoutSeconds)")
         lines.append("suppress-link-local: \(suppressLinkLocal)")

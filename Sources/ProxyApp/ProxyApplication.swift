@@ -82,6 +82,10 @@ public struct ProxyApplication: Sendable {
                 ])
         }
 
+        if let advice = configuration.negativeTimeoutAdvice {
+            logger.warning("negative-timeout \(configuration.negativeTimeoutSeconds) s is \(advice)")
+        }
+
         ResourceLimits.raiseOpenFiles(forConnections: configuration.tcpMaxConnections, logger: logger)
         var serverConfiguration = DNSServerConfiguration(listenAddresses: configuration.listen)
         serverConfiguration.tcpIdleTimeout = .milliseconds(Int(configuration.tcpIdleTimeoutSeconds * 1000))

@@ -49,6 +49,10 @@ struct ConfigurationTests {
         #expect(proxy.links[0].subnets == [IPPrefix("192.0.2.0/24")!])
         #expect(proxy.links[1].subnets == [IPPrefix("198.51.100.0/25")!])
         #expect(proxy.negativeTimeout == .seconds(3))
+        // Valid, but longer than resolvers wait: said at start-up and in --check-config.
+        #expect(config.negativeTimeoutAdvice?.contains("PowerDNS Recursor gives up at 1.5 s") == true)
+        #expect(config.render(interfaces: interfaces).contains("negative-timeout: 3.0  # longer than recursive resolvers wait"))
+        #expect(AppConfiguration().negativeTimeoutAdvice == nil)
         #expect(!proxy.suppressLinkLocal)
         #expect(config.tcpIdleTimeoutSeconds == 5)
         #expect(config.listen[1].host == "::1")
