@@ -101,18 +101,7 @@ class AvahiClient:
                                                                   self.log_text(key)))
 
     def _dbus(self):
-        with open("/usr/share/dbus-1/system.conf") as f:
-            conf = f.read()
-        conf = re.sub(r"<user>[^<]*</user>", "", conf)
-        conf = conf.replace("<fork/>", "").replace("<syslog/>", "")
-        conf = re.sub(r"<pidfile>[^<]*</pidfile>", "", conf)
-        conf = re.sub(r"<listen>[^<]*</listen>", "<listen>%s</listen>" % self.dbus_addr, conf)
-        conf = re.sub(r"<servicehelper>[^<]*</servicehelper>", "", conf)
-        conf = conf.replace("<standard_system_servicedirs/>", "")
-        conf = conf.replace("<includedir>system.d</includedir>",
-                            "<includedir>/usr/share/dbus-1/system.d</includedir>"
-                            "<includedir>/etc/dbus-1/system.d</includedir>")
-        conf = re.sub(r"<include ignore_missing=\"yes\">system-local.conf</include>", "", conf)
+        conf = L.private_system_bus_config(self.dbus_addr)
         path = os.path.join(self.dir, "dbus-system.conf")
         with open(path, "w") as f:
             f.write(conf)

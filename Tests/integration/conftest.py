@@ -37,6 +37,20 @@ def lab():
         lab.stop()
 
 
+@pytest.fixture(scope="module")
+def rlab(lab):
+    """The resolver lab (resolver_lab.py): a client namespace, the parent zones on knotd and
+    a proxy instance on port 53, for the tests that go through real recursive resolvers."""
+    import resolver_lab
+
+    rl = resolver_lab.ResolverLab(lab)
+    rl.start()
+    try:
+        yield rl
+    finally:
+        rl.stop()
+
+
 @pytest.fixture(autouse=True)
 def _proxy_alive(request):
     """Fail a test whose proxy died, and restart it for the next tests."""

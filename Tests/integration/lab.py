@@ -317,6 +317,26 @@ def _far_linklocals():
 # The lab
 # --------------------------------------------------------------------------
 
+def private_system_bus_config(address):
+    """Debian's system bus configuration, changed to run unprivileged in the foreground
+    on its own socket `address` (a lab's private "system" bus for avahi-daemon)."""
+    import re
+    with open("/usr/share/dbus-1/system.conf") as f:
+        conf = f.read()
+    conf = re.sub(r"<user>[^<]*</user>", "", conf)
+    conf = conf.replace("<fork/>", "")
+    conf = re.sub(r"<pidfile>[^<]*</pidfile>", "", conf)
+    conf = conf.replace("<syslog/>", "")
+    conf = re.sub(r"<listen>[^<]*</listen>", "<listen>%s</listen>" % address, conf)
+    conf = re.sub(r"<servicehelper>[^<]*</servicehelper>", "", conf)
+    conf = conf.replace("<standard_system_servicedirs/>", "")
+    # relative includes resolve against the config file's directory: make them absolute
+    conf = conf.replace("<includedir>system.d</includedir>",
+                        "<includedir>/usr/share/dbus-1/system.d</includedir>"
+                        "<includedir>/etc/dbus-1/system.d</includedir>")
+    return re.sub(r"<include ignore_missing=\"yes\">system-local.conf</include>", "", conf)
+
+
 class Lab:
     def __init__(self, avahi_options=None):
         """`avahi_options` (used by scripts/bench) adds [server] lines to one daemon's
@@ -414,21 +434,7 @@ class Lab:
             f.write(content)
 
     def _dbus(self):
-        with open("/usr/share/dbus-1/system.conf") as f:
-            conf = f.read()
-        import re
-        conf = re.sub(r"<user>[^<]*</user>", "", conf)
-        conf = conf.replace("<fork/>", "")
-        conf = re.sub(r"<pidfile>[^<]*</pidfile>", "", conf)
-        conf = conf.replace("<syslog/>", "")
-        conf = re.sub(r"<listen>[^<]*</listen>", "<listen>%s</listen>" % self.dbus_addr, conf)
-        conf = re.sub(r"<servicehelper>[^<]*</servicehelper>", "", conf)
-        conf = conf.replace("<standard_system_servicedirs/>", "")
-        # relative includes resolve against the config file's directory: make them absolute
-        conf = conf.replace("<includedir>system.d</includedir>",
-                            "<includedir>/usr/share/dbus-1/system.d</includedir>"
-                            "<includedir>/etc/dbus-1/system.d</includedir>")
-        conf = re.sub(r"<include ignore_missing=\"yes\">system-local.conf</include>", "", conf)
+        conf = private_system_bus_config(self.dbus_addr)
         path = os.path.join(self.dir, "dbus-system.conf")
         self._write(path, conf)
         self.spawn(NS_R, ["dbus-daemon", "--nofork", "--nopidfile", "--config-file=" + path],

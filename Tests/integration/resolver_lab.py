@@ -54,6 +54,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import tempfile
 import time
 
 import dns.message
@@ -262,7 +263,8 @@ class ResolverLab:
 
     def __init__(self, lab):
         self.lab = lab
-        self.dir = os.path.join(lab.dir, "resolver-lab")
+        # one directory per instance: each test module that uses the lab makes its own
+        self.dir = tempfile.mkdtemp(prefix="resolver-lab-", dir=lab.dir)
         self.kind = None          # the running resolver
         self.run_dir = None       # its working directory
         self.pcap = None          # its capture

@@ -37,6 +37,7 @@ import pytest
 import avahi_client as AC
 import lab as L
 import resolver_lab as RL
+from test_cli_browse import cli_bin
 
 RESOLVER_BINARIES = {"unbound": "unbound", "bind": "named", "kresd": "kresd",
                      "pdns": "pdns_recursor", "dnsmasq": "dnsmasq"}
@@ -45,14 +46,6 @@ CLIENT_ADDRS, PROXY_ADDRS = {RL.C_V4, RL.C_V6}, {RL.R_V4_C, RL.R_V6_C}
 PRINTER_ONE = ("Printer One", "farhost1.lab1.example", "192.0.2.10", 631,
                {"rp=printers/one", "note=lab one", "flag"})
 LAB1_IPP = ["Printer One", "Printer Plain", "Dot.ted Printer", "Drucker K\u00fcche"]
-
-
-def dnssd_browse_bin():
-    p = os.environ.get("DNSSD_BROWSE_BIN", ".build/debug/dnssd-browse")
-    p = p if os.path.isabs(p) else os.path.join(L.REPO, p)
-    if not os.access(p, os.X_OK):
-        pytest.skip("dnssd-browse binary %s not found (build it or set DNSSD_BROWSE_BIN)" % p)
-    return p
 
 
 class ProxyCapture:
@@ -107,16 +100,6 @@ class ProxyCapture:
 # fixtures: one resolver lab per module; per resolver kind a resolver, a capture
 # and a fresh avahi-daemon (pytest groups the tests by resolver)
 # --------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def rlab(lab):
-    r = RL.ResolverLab(lab)
-    r.start()
-    try:
-        yield r
-    finally:
-        r.stop()
-
 
 @pytest.fixture(scope="module", params=RL.RESOLVERS)
 def resolver(request, lab, rlab):
@@ -291,7 +274,7 @@ def test_proxy_answered_resolver_promptly(avahi, resolver):
 # --------------------------------------------------------------------------
 
 def dnssd(*args, timeout=40):
-    r = L.nsrun(RL.NS_C, [dnssd_browse_bin()] + list(args), check=False, timeout=timeout)
+    r = L.nsrun(RL.NS_C, [cli_bin()] + list(args), check=False, timeout=timeout)
     return r.returncode, r.stdout, r.stderr
 
 

@@ -27,16 +27,6 @@ import resolver_lab as RL
 TIMEOUT = 4.0
 
 
-@pytest.fixture(scope="module")
-def rlab(lab):
-    rl = RL.ResolverLab(lab)
-    rl.start()
-    try:
-        yield rl
-    finally:
-        rl.stop()
-
-
 @pytest.fixture(scope="module", params=RL.RESOLVERS)
 def resolver(request, rlab):
     """One resolver, started cold in front of a freshly started proxy; the tests of
