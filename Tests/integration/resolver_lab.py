@@ -350,12 +350,15 @@ class ResolverLab:
         L.wait_for(answers, 15, what="knotd to serve the parent zones")
 
     # ---- proxy --------------------------------------------------------------
-    def restart_proxy(self):
-        """(Re)start proxy-rl in dpt-r with its defaults, serving port 53 on the
-        client link (and 127.0.0.1:5301 for the readiness check)."""
+    def restart_proxy(self, extra_args=(), binary=None, log_level="debug"):
+        """(Re)start proxy-rl in dpt-r (its defaults unless `extra_args` say otherwise),
+        serving port 53 on the client link (and 127.0.0.1:5301 for the readiness check).
+        `binary` and `log_level` as for lab.Lab.start_proxy (the benchmark passes them)."""
         self.stop_proxy()
-        self.lab.start_proxy(name=PROXY_NAME, port=PROXY_LOOP_PORT, v6=False, extra_args=[
-            "--listen", "%s:53" % R_V4_C, "--listen", "[%s]:53" % R_V6_C])
+        self.lab.start_proxy(name=PROXY_NAME, port=PROXY_LOOP_PORT, v6=False, binary=binary,
+                             log_level=log_level,
+                             extra_args=["--listen", "%s:53" % R_V4_C, "--listen", "[%s]:53" % R_V6_C]
+                             + list(extra_args))
 
     def stop_proxy(self):
         self.lab.stop_proc(PROXY_NAME)
@@ -435,11 +438,19 @@ class ResolverLab:
     def _start_capture(self, d):
         self.lab.stop_proc("tcpdump-c")
         self.pcap = os.path.join(d, "dns.pcap")
-        self.lab.spawn(NS_C, ["tcpdump", "-i", "any", "-n", "-U", "--immediate-mode", "-s", "0",
-                              "-w", self.pcap, "port", "53"], "tcpdump-c",
+        # Small frames and a 16 MiB ring: with `-s 0` and the default 2 MiB, `-i any` dropped
+        # packets ("dropped by kernel") whenever tcpdump was not scheduled for a moment.
+        self.lab.spawn(NS_C, ["tcpdump", "-i", "any", "-n", "-U", "--immediate-mode", "-s", "2048",
+                              "-B", "16384", "-w", self.pcap, "port", "53"], "tcpdump-c",
                        stdout=subprocess.DEVNULL)
         L.wait_for(lambda: os.path.exists(self.pcap) and os.path.getsize(self.pcap) >= 24,
                    10, what="tcpdump in %s to open its capture file" % NS_C)
+
+    def packets(self, since=0.0):
+        """The running resolver's UDP DNS packets since `since` (wall clock), parsed:
+        [(ts, src, sport, dst, dport, dns.message.Message)] (lab.dns_packets)."""
+        time.sleep(0.1)  # -U writes per packet; let the last ones land
+        return [p for p in L.dns_packets(self.pcap) if p[0] >= since]
 
     def packet_log(self, grep=None, max_lines=400):
         """tcpdump's decoding of the running resolver's port-53 traffic so far (client <->

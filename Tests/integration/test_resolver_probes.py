@@ -14,7 +14,7 @@ import dns.rdatatype as T
 import pytest
 
 import lab as L
-from helpers import ZONE1, assert_negative, make_query, name, ptr_targets, query, unique
+from helpers import ZONE1, assert_negative, name, query, unique
 from test_admin_negative import FAST, assert_no_mdns_for, to_local
 
 PRINTER = name("Printer One", "_ipp", "_tcp")

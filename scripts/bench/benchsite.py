@@ -17,6 +17,8 @@ import lab
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ZONE = lab.ZONE2
+# resolver_lab.RESOLVERS (not imported here: the site does not need the resolver lab)
+RESOLVER_KINDS = ("unbound", "bind", "kresd", "pdns", "dnsmasq")
 
 
 @dataclass(frozen=True)
@@ -34,20 +36,21 @@ class Sizes:
     latency_seconds: int
     scale_seconds: int
     scale_rounds: int            # interleaved smallest/largest re-runs for the flatness ratio
+    resolver_types: int          # fresh types per recursive resolver (row g), and for avahi-browse
 
     @staticmethod
     def full():
         return Sizes(site_types=20, site_instances=25, hosts=50, cold_types=40,
                      scale_counts=(1, 10, 100, 1000), memory_counts=(500, 5000), tcp_held=1000,
                      dnsperf_seconds=8, dnsperf_settings=((1, 100), (4, 200), (8, 500)),
-                     latency_seconds=10, scale_seconds=5, scale_rounds=3)
+                     latency_seconds=10, scale_seconds=5, scale_rounds=3, resolver_types=20)
 
     @staticmethod
     def smoke():
         return Sizes(site_types=2, site_instances=3, hosts=2, cold_types=3,
                      scale_counts=(1, 10), memory_counts=(6, 30), tcp_held=20,
                      dnsperf_seconds=1, dnsperf_settings=((2, 100),),
-                     latency_seconds=1, scale_seconds=1, scale_rounds=1)
+                     latency_seconds=1, scale_seconds=1, scale_rounds=1, resolver_types=2)
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ class Site:
     optimistic_types: list = field(default_factory=list)
     scale_types: dict = field(default_factory=dict)    # count -> type
     memory_types: list = field(default_factory=list)   # types beyond the site, 25 instances each
+    resolver_types: dict = field(default_factory=dict)  # resolver kind -> fresh types asked through it
+    resolver_avahi_types: list = field(default_factory=list)  # fresh types for avahi-browse (row g)
 
     def of_type(self, stype):
         return [s for s in self.services if s.stype == stype]
@@ -109,6 +114,16 @@ def build(sizes: Sizes) -> Site:
             stype = "%s%02d._tcp" % (prefix, t)
             target.append(stype)
             add(stype, 2, "Cold %s %02d" % (prefix[1:], t))
+    for r, kind in enumerate(RESOLVER_KINDS):
+        site.resolver_types[kind] = []
+        for t in range(sizes.resolver_types):
+            stype = "_br%d%02d._tcp" % (r, t)
+            site.resolver_types[kind].append(stype)
+            add(stype, 2, "Res %s %02d" % (kind, t))
+    for t in range(sizes.resolver_types):
+        stype = "_bra%02d._tcp" % t
+        site.resolver_avahi_types.append(stype)
+        add(stype, 2, "Res avahi %02d" % t)
     for count in sizes.scale_counts:
         stype = "_bs%d._tcp" % count
         site.scale_types[count] = stype
