@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import time
 
 import pytest
@@ -48,52 +47,35 @@ PRINTER_ONE = ("Printer One", "farhost1.lab1.example", "192.0.2.10", 631,
 LAB1_IPP = ["Printer One", "Printer Plain", "Dot.ted Printer", "Drucker K\u00fcche"]
 
 
-class ProxyCapture:
-    """tcpdump on NS_C's link to the router: the resolver's UDP queries to the proxy and
-    the answers, timed (resolver_lab's own capture, on every interface and TCP too, is
-    text for humans: ResolverLab.packet_log)."""
+def exchanges(rlab):
+    """[(qname, qtype text, t_query, t_response or None, rcode text, answer records)] for
+    every query the running resolver sent the proxy, in order (ResolverLab's capture)."""
+    import dns.flags
+    import dns.rcode
+    import dns.rdatatype
+    pending, out = {}, []
+    for ts, src, _sport, _dst, _dport, msg in rlab.packets():
+        if not msg.question:
+            continue
+        q = msg.question[0]
+        key = (msg.id, q.name.to_text().lower(), q.rdtype)
+        if src in CLIENT_ADDRS and not msg.flags & dns.flags.QR:
+            if key not in pending:
+                rec = [key[1], dns.rdatatype.to_text(q.rdtype), ts, None, None, 0]
+                pending[key] = rec
+                out.append(rec)
+        elif src in PROXY_ADDRS and msg.flags & dns.flags.QR and key in pending:
+            rec = pending.pop(key)
+            rec[3], rec[4], rec[5] = ts, dns.rcode.to_text(msg.rcode()), sum(len(x) for x in msg.answer)
+    return [tuple(r) for r in out]
 
-    def __init__(self, lab, name):
-        self.lab = lab
-        self.name = name
-        self.path = os.path.join(lab.dir, name + ".pcap")
 
-    def start(self):
-        cmd = ["tcpdump", "-n", "-U", "--immediate-mode", "-s", "0", "-w", self.path,
-               "-i", RL.C_IF, "udp", "port", "53"]
-        self.lab.spawn(RL.NS_C, cmd, self.name, stdout=subprocess.DEVNULL)
-        L.wait_for(lambda: os.path.exists(self.path) and os.path.getsize(self.path) >= 24,
-                   10, what="tcpdump in %s" % RL.NS_C)
-        return self
-
-    def exchanges(self):
-        """[(qname, qtype text, t_query, t_response or None, rcode text, answer records)]
-        for every query the resolver sent the proxy, in order."""
-        import dns.flags
-        import dns.rcode
-        import dns.rdatatype
-        pending, out = {}, []
-        for ts, src, msg in L.MdnsCapture(self.path).packets():
-            if not msg.question:
-                continue
-            q = msg.question[0]
-            key = (msg.id, q.name.to_text().lower(), q.rdtype)
-            if src in CLIENT_ADDRS and not msg.flags & dns.flags.QR:
-                if key not in pending:
-                    rec = [key[1], dns.rdatatype.to_text(q.rdtype), ts, None, None, 0]
-                    pending[key] = rec
-                    out.append(rec)
-            elif src in PROXY_ADDRS and msg.flags & dns.flags.QR and key in pending:
-                rec = pending.pop(key)
-                rec[3], rec[4], rec[5] = ts, dns.rcode.to_text(msg.rcode()), sum(len(x) for x in msg.answer)
-        return [tuple(r) for r in out]
-
-    def summary(self):
-        lines = []
-        for qn, qt, t0, t1, rc, an in self.exchanges():
-            lines.append("  %-8s %-55s %s" % (qt, qn, "no answer" if t1 is None else
-                                              "%s an=%d after %.3fs" % (rc, an, t1 - t0)))
-        return "\n".join(lines) or "  (no queries reached the proxy)"
+def summary(rlab):
+    lines = []
+    for qn, qt, t0, t1, rc, an in exchanges(rlab):
+        lines.append("  %-8s %-55s %s" % (qt, qn, "no answer" if t1 is None else
+                                          "%s an=%d after %.3fs" % (rc, an, t1 - t0)))
+    return "\n".join(lines) or "  (no queries reached the proxy)"
 
 
 # --------------------------------------------------------------------------
@@ -110,12 +92,8 @@ def resolver(request, lab, rlab):
         (pytest.fail if os.environ.get("CI") else pytest.skip)(
             "%s is not installed (apt-get install unbound bind9 knot-resolver pdns-recursor dnsmasq-base)"
             % RESOLVER_BINARIES[kind])
-    cap = ProxyCapture(lab, "proxy-dns-%s" % kind).start()
-    try:
-        rlab.start_resolver(kind)
-        yield kind, cap, rlab
-    finally:
-        lab.stop_proc(cap.name)
+    rlab.start_resolver(kind)
+    yield kind, rlab
 
 
 @pytest.fixture(scope="module")
@@ -131,8 +109,8 @@ def avahi(resolver, lab):
 
 
 def _evidence(resolver, client=None):
-    kind, cap, rlab = resolver
-    text = "resolver %s; queries the resolver sent the proxy:\n%s" % (kind, cap.summary())
+    kind, rlab = resolver
+    text = "resolver %s; queries the resolver sent the proxy:\n%s" % (kind, summary(rlab))
     text += "\n%s log (tail):\n%s" % (kind, rlab.resolver_log(20))
     if client is not None:
         text += "\navahi-daemon log (tail):\n%s" % client.log_text(tail=30)
@@ -249,14 +227,14 @@ def test_avahi_configured_browse_domain(lab, resolver):
 def test_proxy_answered_resolver_promptly(avahi, resolver):
     """Every query the resolver sent the proxy (QNAME-minimisation probes of _tcp / _ipp._tcp
     included) was answered, each well inside avahi's 2.5 s lookup budget."""
-    cap = resolver[1]
-    if not any(t == "PTR" and q == "_ipp._tcp.lab1.example." for (q, t, *_r) in cap.exchanges()):
+    rlab = resolver[1]
+    if not any(t == "PTR" and q == "_ipp._tcp.lab1.example." for (q, t, *_r) in exchanges(rlab)):
         avahi.browse("_ipp._tcp", "lab1.example")  # test run alone (pytest -k): make traffic
     # avahi-browse exits on the first address; the resolver may still be asking the
     # proxy for the AAAA records: give the last queries time to be answered
     deadline = time.monotonic() + 3
     while True:
-        ex = cap.exchanges()
+        ex = exchanges(rlab)
         if all(t1 is not None for (*_x, t1, _rc, _an) in ex) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
