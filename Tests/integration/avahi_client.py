@@ -3,8 +3,8 @@
 Used by test_resolver_clients.py: an avahi-daemon we did not write browses and resolves
 link zones through the site's recursive resolver, the way a Linux desktop would.
 
-The daemon gets its own dbus-daemon (a private "system bus" on a unix socket in `workdir`,
-like lab.Lab does for the router) and is started with ``ip netns exec NS``, so it reads the
+The daemon gets its own dbus-daemon (a private "system bus" on a unix socket in the lab's
+directory, as lab.Lab has for the router) and is started with ``ip netns exec NS``, so it reads the
 namespace's /etc/netns/NS/resolv.conf bind-mounted over /etc/resolv.conf.
 
 avahi settings that matter for wide-area browsing (avahi 0.8; avahi-core/wide-area.c,
@@ -54,120 +54,42 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 
 import lab as L
 
 
 class AvahiClient:
-    def __init__(self, ns, workdir, name="avahi-c", allow_interfaces=(), browse_domains=(),
-                 extra_server=()):
+    """One wide-area avahi-daemon and its private dbus-daemon in namespace `ns`, run as
+    processes `<name>` and `<name>-dbus` of the lab (lab.Lab.spawn_avahi / spawn_dbus)."""
+
+    def __init__(self, lab, ns, name="avahi-c", allow_interfaces=(), browse_domains=()):
+        self.lab = lab
         self.ns = ns
-        self.dir = os.path.join(workdir, name)
         self.name = name
         self.allow_interfaces = list(allow_interfaces)
         self.browse_domains = list(browse_domains)
-        self.extra_server = list(extra_server)
-        self.bus_socket = os.path.join(self.dir, "dbus.sock")
-        self.dbus_addr = "unix:path=%s" % self.bus_socket
-        self.procs = {}
-        self.logs = {}
-        os.makedirs(self.dir, exist_ok=True)
-
-    # ---- processes ---------------------------------------------------------
-    def _spawn(self, key, cmd, env_extra=None):
-        log = os.path.join(self.dir, key + ".log")
-        env = dict(os.environ)
-        env.update(env_extra or {})
-        with open(log, "ab") as lf:
-            p = subprocess.Popen(["ip", "netns", "exec", self.ns] + list(cmd), env=env,
-                                 stdin=subprocess.DEVNULL, stdout=lf, stderr=lf,
-                                 start_new_session=True)
-        self.procs[key] = p
-        self.logs[key] = log
-        return p
-
-    def log_text(self, key="avahi-daemon", tail=200):
-        path = self.logs.get(key)
-        if not path or not os.path.exists(path):
-            return ""
-        with open(path, "rb") as f:
-            return "\n".join(f.read().decode("utf-8", "replace").splitlines()[-tail:])
-
-    def check_alive(self):
-        for key, p in self.procs.items():
-            if p.poll() is not None:
-                raise RuntimeError("%s in %s exited (%s):\n%s" % (key, self.ns, p.returncode,
-                                                                  self.log_text(key)))
-
-    def _dbus(self):
-        conf = L.private_system_bus_config(self.dbus_addr)
-        path = os.path.join(self.dir, "dbus-system.conf")
-        with open(path, "w") as f:
-            f.write(conf)
-        self._spawn("dbus-daemon", ["dbus-daemon", "--nofork", "--nopidfile",
-                                    "--config-file=" + path])
-        L.wait_for(lambda: self.check_alive() is None and os.path.exists(self.bus_socket), 10,
-                   what="dbus-daemon socket in %s" % self.ns)
+        self.dbus_addr = "unix:path=%s" % os.path.join(lab.dir, name + "-dbus.sock")
 
     def config_text(self):
-        lines = ["[server]",
-                 "host-name=dpt-client",
-                 "domain-name=local",
-                 "use-ipv4=yes",
-                 "use-ipv6=yes",
-                 "enable-dbus=yes"]
-        if self.allow_interfaces:
-            lines.append("allow-interfaces=%s" % ",".join(self.allow_interfaces))
-        if self.browse_domains:
-            lines.append("browse-domains=%s" % ", ".join(self.browse_domains))
-        lines += self.extra_server
-        lines += ["",
-                  "[wide-area]",
-                  "enable-wide-area=yes",
-                  "",
-                  "[publish]",
-                  "disable-publishing=yes",
-                  "",
-                  "[reflector]",
-                  "enable-reflector=no",
-                  ""]
-        return "\n".join(lines)
+        extra = ["browse-domains=%s" % ", ".join(self.browse_domains)] if self.browse_domains else []
+        return self.lab._avahi_conf("dpt-client", self.allow_interfaces, dbus=True, publish=False,
+                                    extra=extra, wide_area=True)
 
     def start(self, timeout=20):
-        self._dbus()
-        conf = os.path.join(self.dir, "avahi-daemon.conf")
-        with open(conf, "w") as f:
-            f.write(self.config_text())
-        # A private /run keeps the pid file and socket apart from any other avahi-daemon;
-        # an empty services directory: the client publishes nothing.
-        svc = os.path.join(self.dir, "services")
-        os.makedirs(svc, exist_ok=True)
-        script = ("set -e; mount -t tmpfs tmpfs /run; mkdir -p /run/avahi-daemon; "
-                  "mount --bind '%s' /etc/avahi/services; "
-                  "exec avahi-daemon --no-chroot --no-drop-root --no-rlimits --debug -f '%s'"
-                  % (svc, conf))
-        # `ip netns exec` runs the command in a mount namespace of its own (that is how it
-        # bind-mounts /etc/netns/NS/resolv.conf), so these mounts vanish with the daemon.
-        self._spawn("avahi-daemon", ["sh", "-c", script],
-                    env_extra={"DBUS_SYSTEM_BUS_ADDRESS": self.dbus_addr})
-        L.wait_for(lambda: self.check_alive() is None and self.run_tool(
+        self.lab.spawn_dbus(self.ns, self.name + "-dbus", self.dbus_addr)
+        self.lab.spawn_avahi(self.ns, self.name, self.config_text(), dbus_addr=self.dbus_addr,
+                             debug=True)
+        L.wait_for(lambda: self.lab.check_alive(self.name) is None and self.run_tool(
                        ["avahi-browse", "-p", "-t", "-k", "_none._tcp"], timeout=10).returncode == 0,
                    timeout, interval=0.5, what="avahi-daemon in %s on D-Bus" % self.ns)
         return self
 
     def stop(self):
-        for key in ("avahi-daemon", "dbus-daemon"):
-            p = self.procs.get(key)
-            if p is None:
-                continue
-            if p.poll() is None:
-                L.kill_pid(p.pid)
-                try:
-                    p.wait(5)
-                except subprocess.TimeoutExpired:
-                    L.kill_pid(p.pid, 9)
-                    p.wait(3)
+        self.lab.stop_proc(self.name)
+        self.lab.stop_proc(self.name + "-dbus")
+
+    def log_text(self, tail=200):
+        return self.lab.log_text(self.name, tail)
 
     # ---- tools -------------------------------------------------------------
     def run_tool(self, cmd, timeout=30):

@@ -443,21 +443,27 @@ class Lab:
             f.write(content)
 
     def _dbus(self):
-        conf = private_system_bus_config(self.dbus_addr)
-        path = os.path.join(self.dir, "dbus-system.conf")
-        self._write(path, conf)
-        self.spawn(NS_R, ["dbus-daemon", "--nofork", "--nopidfile", "--config-file=" + path],
-                   "dbus-daemon")
-        wait_for(lambda: os.path.exists(self.dbus_addr.split("=", 1)[1]), 10,
-                 what="dbus-daemon socket")
+        self.spawn_dbus(NS_R, "dbus-daemon", self.dbus_addr)
 
-    def _avahi_conf(self, host, ifaces, dbus, publish, extra=()):
+    def spawn_dbus(self, ns, name, address):
+        """A private "system" dbus-daemon in `ns` listening on `address` (unix:path=...),
+        started as process `name`; returns once its socket exists."""
+        path = os.path.join(self.dir, name + "-system.conf")
+        self._write(path, private_system_bus_config(address))
+        self.spawn(ns, ["dbus-daemon", "--nofork", "--nopidfile", "--config-file=" + path], name)
+        socket_path = address.split("=", 1)[1]
+        wait_for(lambda: self.check_alive(name) is None and os.path.exists(socket_path), 10,
+                 what="%s socket in %s" % (name, ns))
+
+    @staticmethod
+    def _avahi_conf(host, ifaces, dbus, publish, extra=(), wide_area=False):
         lines = ["[server]", "host-name=%s" % host, "domain-name=local", "use-ipv4=yes",
                  "use-ipv6=yes", "allow-interfaces=%s" % ",".join(ifaces),
                  "enable-dbus=%s" % ("yes" if dbus else "no"),
                  "ratelimit-interval-usec=1000000", "ratelimit-burst=1000"]
         lines += list(extra)
-        lines += ["", "[wide-area]", "enable-wide-area=no", "", "[publish]"]
+        lines += ["", "[wide-area]", "enable-wide-area=%s" % ("yes" if wide_area else "no"), "",
+                  "[publish]"]
         if publish:
             lines += ["publish-hinfo=no", "publish-workstation=no", "publish-aaaa-on-ipv4=yes",
                       "publish-a-on-ipv6=no"]
@@ -480,6 +486,13 @@ class Lab:
         return "\n".join(parts)
 
     def _avahi(self, ns, name, host, ifaces, dbus, services):
+        self.spawn_avahi(ns, name, self._avahi_conf(host, ifaces, dbus, publish=bool(services),
+                                                    extra=self.avahi_options.get(name, ())),
+                         services, self.dbus_addr if dbus else None)
+
+    def spawn_avahi(self, ns, name, conf_text, services=(), dbus_addr=None, debug=False):
+        """avahi-daemon in `ns` as process `name`, with `conf_text` as avahi-daemon.conf and
+        `services` as its static .service files; `dbus_addr` is its system bus (None: none)."""
         d = os.path.join(self.dir, name)
         svc = os.path.join(d, "services")
         os.makedirs(svc, exist_ok=True)
@@ -487,14 +500,16 @@ class Lab:
             self._write(os.path.join(svc, "svc%03d.service" % i),
                         self._service_xml(sname, stype, port, subs, txts))
         conf = os.path.join(d, "avahi-daemon.conf")
-        self._write(conf, self._avahi_conf(host, ifaces, dbus, publish=bool(services),
-                                           extra=self.avahi_options.get(name, ())))
+        self._write(conf, conf_text)
+        # A private /run keeps the pid file and socket apart from every other avahi-daemon;
+        # `ip netns exec` runs the command in a mount namespace of its own, so these mounts
+        # vanish with the daemon.
         script = ("set -e; mount -t tmpfs tmpfs /run; mkdir -p /run/avahi-daemon; "
                   "mount --bind '%s' /etc/avahi/services; "
-                  "exec avahi-daemon --no-chroot --no-drop-root --no-rlimits -f '%s'"
-                  % (svc, conf))
-        env = {"DBUS_SYSTEM_BUS_ADDRESS": self.dbus_addr} if dbus else None
-        self.spawn(ns, ["sh", "-c", script], name, env_extra=env)
+                  "exec avahi-daemon --no-chroot --no-drop-root --no-rlimits %s-f '%s'"
+                  % (svc, "--debug " if debug else "", conf))
+        env = {"DBUS_SYSTEM_BUS_ADDRESS": dbus_addr} if dbus_addr else None
+        return self.spawn(ns, ["sh", "-c", script], name, env_extra=env)
 
     def stop_router_avahi(self):
         """SIGTERM the router's avahi-daemon (by its PID) and wait for it to exit."""

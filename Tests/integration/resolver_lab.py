@@ -52,11 +52,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
 
+import dns.flags
 import dns.message
 import dns.query
 import dns.rcode
@@ -76,6 +78,44 @@ PROXY_LOOP_PORT = 5301                   # proxy-rl also on 127.0.0.1:5301 (read
 LINK_REVERSE_ZONES = ("2.0.192.in-addr.arpa.", "100.51.198.in-addr.arpa.")
 
 RESOLVERS = ("unbound", "bind", "kresd", "pdns", "dnsmasq")
+# each resolver's executable, to tell whether it is installed
+BINARIES = {"unbound": "unbound", "bind": "named", "kresd": "kresd",
+            "pdns": "pdns_recursor", "dnsmasq": "dnsmasq"}
+
+
+def installed(kind):
+    return shutil.which(BINARIES[kind]) is not None
+
+
+def proxy_exchanges(packets, qname=None, since=0.0):
+    """The resolver's queries to the proxy in `packets` (ResolverLab.packets) since `since`
+    (wall clock), only those for `qname` (any case) when given, each with the proxy's answer:
+    [dict(qname, type, t, src, sport, id, answered_after, rcode, answers)], in order; t is
+    relative to `since`, answered_after None while unanswered, rcode "NODATA" for NOERROR
+    without answer records, answers the number of answer records."""
+    want = None if qname is None else qname.lower().rstrip(".") + "."
+    sent, out = {}, []
+    for ts, src, sport, dst, dport, msg in packets:
+        if ts < since or not msg.question:
+            continue
+        q = msg.question[0]
+        name = q.name.to_text().lower()
+        if want is not None and name != want:
+            continue
+        if src in (C_V4, C_V6) and dst in (R_V4_C, R_V6_C) and dport == 53 and not msg.flags & dns.flags.QR:
+            rec = dict(qname=name, type=dns.rdatatype.to_text(q.rdtype), t=ts - since, src=src,
+                       sport=sport, id=msg.id, answered_after=None, rcode=None, answers=0)
+            sent[(src, sport, msg.id)] = rec
+            out.append(rec)
+        elif src in (R_V4_C, R_V6_C) and sport == 53 and msg.flags & dns.flags.QR:
+            rec = sent.get((dst, dport, msg.id))
+            if rec is not None and rec["answered_after"] is None:
+                rec["answered_after"] = ts - since - rec["t"]
+                rc = msg.rcode()
+                rec["rcode"] = ("NODATA" if rc == dns.rcode.NOERROR and not msg.answer
+                                else dns.rcode.to_text(rc))
+                rec["answers"] = sum(len(rrset) for rrset in msg.answer)
+    return out
 
 # --------------------------------------------------------------------------
 # Zones (unsigned) served by knotd

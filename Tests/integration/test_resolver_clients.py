@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import time
 
 import pytest
@@ -38,9 +37,6 @@ import lab as L
 import resolver_lab as RL
 from test_cli_browse import cli_bin
 
-RESOLVER_BINARIES = {"unbound": "unbound", "bind": "named", "kresd": "kresd",
-                     "pdns": "pdns_recursor", "dnsmasq": "dnsmasq"}
-CLIENT_ADDRS, PROXY_ADDRS = {RL.C_V4, RL.C_V6}, {RL.R_V4_C, RL.R_V6_C}
 
 PRINTER_ONE = ("Printer One", "farhost1.lab1.example", "192.0.2.10", 631,
                {"rp=printers/one", "note=lab one", "flag"})
@@ -48,33 +44,14 @@ LAB1_IPP = ["Printer One", "Printer Plain", "Dot.ted Printer", "Drucker K\u00fcc
 
 
 def exchanges(rlab):
-    """[(qname, qtype text, t_query, t_response or None, rcode text, answer records)] for
-    every query the running resolver sent the proxy, in order (ResolverLab's capture)."""
-    import dns.flags
-    import dns.rcode
-    import dns.rdatatype
-    pending, out = {}, []
-    for ts, src, _sport, _dst, _dport, msg in rlab.packets():
-        if not msg.question:
-            continue
-        q = msg.question[0]
-        key = (msg.id, q.name.to_text().lower(), q.rdtype)
-        if src in CLIENT_ADDRS and not msg.flags & dns.flags.QR:
-            if key not in pending:
-                rec = [key[1], dns.rdatatype.to_text(q.rdtype), ts, None, None, 0]
-                pending[key] = rec
-                out.append(rec)
-        elif src in PROXY_ADDRS and msg.flags & dns.flags.QR and key in pending:
-            rec = pending.pop(key)
-            rec[3], rec[4], rec[5] = ts, dns.rcode.to_text(msg.rcode()), sum(len(x) for x in msg.answer)
-    return [tuple(r) for r in out]
+    """Every query the running resolver sent the proxy, with its answer (RL.proxy_exchanges)."""
+    return RL.proxy_exchanges(rlab.packets())
 
 
 def summary(rlab):
-    lines = []
-    for qn, qt, t0, t1, rc, an in exchanges(rlab):
-        lines.append("  %-8s %-55s %s" % (qt, qn, "no answer" if t1 is None else
-                                          "%s an=%d after %.3fs" % (rc, an, t1 - t0)))
+    lines = ["  %-8s %-55s %s" % (x["type"], x["qname"], "no answer" if x["answered_after"] is None else
+                                  "%s an=%d after %.3fs" % (x["rcode"], x["answers"], x["answered_after"]))
+             for x in exchanges(rlab)]
     return "\n".join(lines) or "  (no queries reached the proxy)"
 
 
@@ -87,11 +64,11 @@ def summary(rlab):
 def resolver(request, lab, rlab):
     """A cold resolver of this kind (start_resolver stops the previous one)."""
     kind = request.param
-    if shutil.which(RESOLVER_BINARIES[kind]) is None:
+    if not RL.installed(kind):
         # CI installs every resolver (.ci/run): a missing one there is a failure, not a skip.
         (pytest.fail if os.environ.get("CI") else pytest.skip)(
             "%s is not installed (apt-get install unbound bind9 knot-resolver pdns-recursor dnsmasq-base)"
-            % RESOLVER_BINARIES[kind])
+            % RL.BINARIES[kind])
     rlab.start_resolver(kind)
     yield kind, rlab
 
@@ -100,7 +77,7 @@ def resolver(request, lab, rlab):
 def avahi(resolver, lab):
     kind = resolver[0]
     # No browse-domains here: lab1.example must be found through the search domain.
-    client = AC.AvahiClient(RL.NS_C, lab.dir, name="avahi-c-%s" % kind, allow_interfaces=[RL.C_IF])
+    client = AC.AvahiClient(lab, RL.NS_C, name="avahi-c-%s" % kind, allow_interfaces=[RL.C_IF])
     client.start()
     try:
         yield client
@@ -207,7 +184,7 @@ def test_avahi_finds_browse_domain_through_search_domain(avahi, resolver):
 def test_avahi_configured_browse_domain(lab, resolver):
     """browse-domains=lab1.example (what README tells Linux users to set) is reported by
     avahi-browse -D next to the search domain, and browsing it works the same."""
-    client = AC.AvahiClient(RL.NS_C, lab.dir, name="avahi-c-conf", browse_domains=["lab1.example"],
+    client = AC.AvahiClient(lab, RL.NS_C, name="avahi-c-conf", browse_domains=["lab1.example"],
                             allow_interfaces=[RL.C_IF])
     client.start()
     try:
@@ -227,23 +204,23 @@ def test_proxy_answered_resolver_promptly(avahi, resolver):
     """Every query the resolver sent the proxy (QNAME-minimisation probes of _tcp / _ipp._tcp
     included) was answered, each well inside avahi's 2.5 s lookup budget."""
     rlab = resolver[1]
-    if not any(t == "PTR" and q == "_ipp._tcp.lab1.example." for (q, t, *_r) in exchanges(rlab)):
+    if not any(x["type"] == "PTR" and x["qname"] == "_ipp._tcp.lab1.example." for x in exchanges(rlab)):
         avahi.browse("_ipp._tcp", "lab1.example")  # test run alone (pytest -k): make traffic
     # avahi-browse exits on the first address; the resolver may still be asking the
     # proxy for the AAAA records: give the last queries time to be answered
     deadline = time.monotonic() + 3
     while True:
         ex = exchanges(rlab)
-        if all(t1 is not None for (*_x, t1, _rc, _an) in ex) or time.monotonic() > deadline:
+        if all(x["answered_after"] is not None for x in ex) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     why = _evidence(resolver)
     print(why)  # shown with -s / -rA: how this resolver walked to the proxy
     assert ex, why
-    assert all(t1 is not None for (_q, _t, _t0, t1, _rc, _an) in ex), why
-    assert all(t1 - t0 < 1.5 for (_q, _t, t0, t1, _rc, _an) in ex if t1 is not None), why
-    assert any(q == "_ipp._tcp.lab1.example." and t == "PTR" and an >= 1
-               for (q, t, _t0, _t1, _rc, an) in ex), why
+    assert all(x["answered_after"] is not None for x in ex), why
+    assert all(x["answered_after"] < 1.5 for x in ex), why
+    assert any(x["qname"] == "_ipp._tcp.lab1.example." and x["type"] == "PTR" and x["answers"] >= 1
+               for x in ex), why
 
 
 # --------------------------------------------------------------------------

@@ -14,11 +14,10 @@ import subprocess
 from dataclasses import dataclass, field
 
 import lab
+from resolver_lab import RESOLVERS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ZONE = lab.ZONE2
-# resolver_lab.RESOLVERS (not imported here: the site does not need the resolver lab)
-RESOLVER_KINDS = ("unbound", "bind", "kresd", "pdns", "dnsmasq")
 
 
 @dataclass(frozen=True)
@@ -114,7 +113,7 @@ def build(sizes: Sizes) -> Site:
             stype = "%s%02d._tcp" % (prefix, t)
             target.append(stype)
             add(stype, 2, "Cold %s %02d" % (prefix[1:], t))
-    for r, kind in enumerate(RESOLVER_KINDS):
+    for r, kind in enumerate(RESOLVERS):
         site.resolver_types[kind] = []
         for t in range(sizes.resolver_types):
             stype = "_br%d%02d._tcp" % (r, t)

@@ -24,7 +24,6 @@ import json
 import os
 import random
 import re
-import shutil
 import signal
 import sys
 import time
@@ -43,18 +42,8 @@ import dns.rdatatype  # noqa: E402
 import lab as L  # noqa: E402
 import resolver_lab as RL  # noqa: E402
 
-BINARIES = {"unbound": "unbound", "bind": "named", "kresd": "kresd",
-            "pdns": "pdns_recursor", "dnsmasq": "dnsmasq"}
 CLIENT_WAIT = 5.0          # glibc resolv.conf `timeout:` default
 ABSENT_TARGET_S = 1.0
-LINK_ADDRS = {RL.C_V4, RL.C_V6}       # the resolver's side of the client link
-PROXY_ADDRS = {RL.R_V4_C, RL.R_V6_C}  # the proxy's side
-
-
-def installed(kind):
-    return shutil.which(BINARIES[kind]) is not None
-
-
 def start_proxy(rl, binary=None, negative_timeout=None, log_level="notice"):
     """(Re)start the resolver lab's proxy (proxy-rl) with this binary and, optionally,
     another --negative-timeout."""
@@ -76,34 +65,6 @@ def client_query(rl, qname, rdtype="PTR", timeout=CLIENT_WAIT):
         want = dns.rdatatype.from_text(rdtype)
         return ("answer" if any(rr.rdtype == want for rr in r.answer) else "nodata"), secs, r
     return dns.rcode.to_text(rc), secs, r
-
-
-# --------------------------------------------------------------------------- capture
-def proxy_exchanges(packets, qname, since):
-    """The resolver's queries to the proxy for `qname` (any type, any case) since `since`
-    (wall clock) in `packets` (ResolverLab.packets): [dict(t, type, src, sport, id, answered_after,
-    rcode)], t relative to since."""
-    qname = qname.lower().rstrip(".") + "."
-    sent, out = {}, []
-    for ts, src, sport, dst, dport, msg in packets:
-        if ts < since or not msg.question:
-            continue
-        q = msg.question[0]
-        if q.name.to_text().lower() != qname:
-            continue
-        if src in LINK_ADDRS and dst in PROXY_ADDRS and dport == 53 and not msg.flags & dns.flags.QR:
-            rec = dict(t=ts - since, type=dns.rdatatype.to_text(q.rdtype), src=src, sport=sport,
-                       id=msg.id, answered_after=None, rcode=None)
-            sent[(src, sport, msg.id)] = rec
-            out.append(rec)
-        elif src in PROXY_ADDRS and sport == 53 and msg.flags & dns.flags.QR:
-            rec = sent.get((dst, dport, msg.id))
-            if rec is not None and rec["answered_after"] is None:
-                rec["answered_after"] = ts - since - rec["t"]
-                rc = msg.rcode()
-                rec["rcode"] = ("NODATA" if rc == dns.rcode.NOERROR and not msg.answer
-                                else dns.rcode.to_text(rc))
-    return out
 
 
 def fresh_absent(tag):
@@ -134,7 +95,7 @@ def patience_point(rl, kind, d, tag, warm=0):
     # a late reply to the client
     time.sleep(max(0.5, t0 + d + 0.8 - time.monotonic()))
     packets = rl.packets(wall0)
-    ex = proxy_exchanges(packets, qname, wall0)
+    ex = RL.proxy_exchanges(packets, qname, wall0)
     replies = client_replies(packets, qname, wall0)
     rl.stop_resolver()
     return dict(kind=kind, d=d, qname=qname, outcome=outcome, seconds=round(secs, 3), second=second,
@@ -188,7 +149,7 @@ def patience(argv):
                     help="first send this many queries the proxy answers at once (a resolver in use)")
     args = ap.parse_args(argv)
     timeouts = [float(x) for x in args.timeouts.split(",")]
-    kinds = [k for k in args.resolvers.split(",") if installed(k)]
+    kinds = [k for k in args.resolvers.split(",") if RL.installed(k)]
     lab_ = L.Lab()
     results = []
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -288,8 +249,8 @@ def run(run_):
     try:
         start_proxy(rl, run_.binary)  # this binary, default settings (negative-timeout 0.8 s)
         for kind in RL.RESOLVERS:
-            if not installed(kind):
-                rep.row(sec, "%s: not installed" % kind, None, note="%s not on PATH" % BINARIES[kind])
+            if not RL.installed(kind):
+                rep.row(sec, "%s: not installed" % kind, None, note="%s not on PATH" % RL.BINARIES[kind])
                 continue
             run_.log("    %s" % kind)
             rl.start_resolver(kind)
@@ -312,9 +273,9 @@ def run(run_):
                     failures.append("%s PTR: %s after %.2f s" % (aname.split(".")[0], outcome, secs))
             # what reached the proxy per client query: the resolver's retries (same browse)
             packets = rl.packets(since)
-            sent_present = [len([x for x in proxy_exchanges(packets, n, since) if x["type"] == "PTR"])
+            sent_present = [len([x for x in RL.proxy_exchanges(packets, n, since) if x["type"] == "PTR"])
                             for n in present_names]
-            sent_absent = [len([x for x in proxy_exchanges(packets, n, since) if x["type"] == "PTR"])
+            sent_absent = [len([x for x in RL.proxy_exchanges(packets, n, since) if x["type"] == "PTR"])
                            for n in absent_names]
             rl.stop_resolver()
             p_ok = [s for s in present if s is not None]
