@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the discovery proxy with the default configuration on this machine (Debian).
-#   sudo scripts/run-proxy.sh                      # serve the default-route interface
-#   sudo scripts/run-proxy.sh --link eth1=lab1.example.com. --listen 0.0.0.0:5300
+#   scripts/run-proxy.sh                      # serve the default-route interface
+#   scripts/run-proxy.sh --link eth1=lab1.example.com. --listen 0.0.0.0:5300
 # Installs the build and runtime packages if missing, starts dbus and avahi-daemon if they
 # are not running, builds a release binary and runs it in the foreground (Ctrl-C stops it).
 # Environment: LINK_DOMAIN (default <iface>.home.arpa.), CONFIG (default config/discovery-proxy.yaml).

@@ -21,8 +21,17 @@ done
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "installing missing packages: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
+    # The DNS servers (knot, nsd, unbound, bind9, pdns-recursor) would start as services on
+    # this host's port 53; the tests start their own inside namespaces. A policy-rc.d that
+    # says no keeps them stopped, for the install only (unless the host has one already).
+    policy=/usr/sbin/policy-rc.d
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy"
+        trap 'rm -f "$policy"' EXIT
+    fi
     apt-get install -y --no-install-recommends "${missing[@]}" ||
         { apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"; }
+    if [ -n "$(trap -p EXIT)" ]; then rm -f "$policy"; trap - EXIT; fi
 fi
 
 # SWIFTPM_SCRATCH_PATH (optional) builds elsewhere than .build, e.g. beside another build.
