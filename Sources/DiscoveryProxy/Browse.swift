@@ -9,7 +9,7 @@ typealias BrowseKey = MDNSQuestion
 /// What a browse keeps per record beside the `MDNSRecord` it is keyed by (whose owner name,
 /// type and received RDATA it does not repeat): 32 bytes, as there is one per record of every
 /// browse. Names stay as mDNS gave them (in `.local.`); rewriting into the link zone is done
-/// per answer (`CachedRecord.answerRData`), as a translated copy would be one more name per
+/// per answer (`ZonePresentation`), as a translated copy would be one more name per
 /// PTR and SRV record, and so per known instance.
 struct RecordState: Sendable {
     /// The decoded RDATA where it shares the received bytes (a PTR target, TXT, addresses).
@@ -35,6 +35,25 @@ struct RecordState: Sendable {
     var order: Int { Int(orderValue) }
     /// When it arrived (scheduler time), for the status page's freshness.
     var seenAt: Duration { .nanoseconds(seenAtNanoseconds) }
+}
+
+extension RecordState {
+    /// Decodes an mDNS record on arrival, and keeps the decoded RDATA where it can share the
+    /// received bytes. Its names stay in `.local`: answers rewrite them into the link zone
+    /// (`ZonePresentation`).
+    init(_ record: MDNSRecord, order: Int, seenAt: Duration) {
+        let decoded = try? RData(type: record.type, wire: record.rdata)
+        // A PTR's RDATA is its target's wire form; TXT and addresses are copied verbatim.
+        var kept: RData? = nil
+        switch decoded {
+        case .ptr(let target)? where target.wireBytes == record.rdata: kept = .ptr(target.sharingStorage(with: record.rdata))
+        case .txt(let bytes)? where bytes == record.rdata: kept = .txt(record.rdata)
+        case .a(let bytes)? where bytes == record.rdata: kept = .a(record.rdata)
+        case .aaaa(let bytes)? where bytes == record.rdata: kept = .aaaa(record.rdata)
+        default: break
+        }
+        self.init(order: order, seenAt: seenAt, rdata: kept, decodes: decoded != nil)
+    }
 }
 
 /// A cached record as answers, pushes and the status page use it: the mDNS record's owner
@@ -70,12 +89,6 @@ struct CachedRecord: Sendable {
         case .ptr(let target)?, .srv(_, _, _, let target)?: return target
         default: return nil
         }
-    }
-
-    /// The RDATA as answered in `zone`: `.local` names rewritten into it, and nil when
-    /// suppressed (link-local address, RFC 8766 §5.5.2) or undecodable.
-    func answerRData(zone: DNSName, suppressLinkLocal: Bool) -> RData? {
-        rdata.flatMap { NameMapping.toZone($0, zone: zone, suppressLinkLocal: suppressLinkLocal) }
     }
 }
 
@@ -124,7 +137,7 @@ struct Browse: Sendable {
     var waiters: [Waiter] = []
     private var startedAtNanoseconds: Int64
     private var lastUsedNanoseconds: Int64
-    /// The tag of its mDNS query (`State.nextGeneration`).
+    /// The tag of its mDNS query (`BrowseTable.nextGeneration`).
     var generation: UInt32
     /// Arrival order of the next record (wraps after 2^31 records in one browse).
     private var nextOrderValue: Int32 = 0

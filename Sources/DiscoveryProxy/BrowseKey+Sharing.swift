@@ -1,7 +1,7 @@
 import DNSWire
 import MDNS
 
-extension DiscoveryProxy.State {
+extension BrowseTable {
     /// Types whose browses often share a name: an instance's SRV and TXT, a host's A and AAAA.
     private static let siblingTypes: [RRType] = [.srv, .txt, .a, .aaaa]
 

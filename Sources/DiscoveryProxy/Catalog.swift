@@ -100,7 +100,7 @@ public struct Catalog: Sendable {
         if isReverse {
             localName = question.name  // §5.4: reverse queries go to mDNS unchanged.
         } else {
-            guard let mapped = question.name.replacingSuffix(origin, with: Catalog.local) else {
+            guard let mapped = NameMapping.toLocal(question.name, zone: origin) else {
                 return .immediate(zone: origin, answers: [])
             }
             localName = mapped

@@ -36,8 +36,9 @@ extension DiscoveryProxy {
             // (RFC 8765 §6.2) rides on the browses of the DNS-SD types at that name.
             let types = plan.type == .any ? Self.anyTypes : [plan.type]
             let subscriber = Subscriber(
-                session: session, id: id, owner: request.name, type: request.type, zone: plan.link.zone,
-                suppressLinkLocal: configuration.suppressLinkLocal, services: plan.link.services, sink: sink)
+                session: session, id: id, owner: request.name, type: request.type,
+                presentation: ZonePresentation(link: plan.link, suppressLinkLocal: configuration.suppressLinkLocal),
+                sink: sink)
             var initial: [PushChange] = []
             var keys: [BrowseKey] = []
             for type in types {
@@ -56,32 +57,12 @@ extension DiscoveryProxy {
     private func join(_ key: BrowseKey, _ subscriber: Subscriber) -> [PushChange] {
         let now = scheduler.now()
         let configuration = self.configuration
-        let (initial, start) = state.withLock { state -> ([PushChange], (generation: UInt32, delay: Duration)?) in
+        let (records, start) = state.withLock { state in
             state.subscriptions.add(subscriber, to: key)
-            if var browse = state.browses[key] {
-                browse.lastUsed = now
-                state.browses[key] = browse
-                let initial = browse.hasResults
-                    ? browse.orderedRecords.compactMap { subscriber.change(for: $0, adding: true) } : []
-                return (initial, nil)
-            }
-            guard !state.shutDown else { return ([], nil) }
-            // A new browse, paced by the link's token bucket like a unicast miss (§9.3);
-            // a subscriber can wait, so it is never refused for the rate.
-            var bucket =
-                state.buckets[key.interface]
-                ?? TokenBucket(rate: configuration.mdnsQueriesPerSecond, burst: configuration.mdnsQueryBurst, now: now)
-            let delay = bucket.reserve(now: now)
-            state.buckets[key.interface] = bucket
-            let generation = state.nextGeneration
-            state.nextGeneration &+= 1
-            state.released[key] = nil
-            state.browses[key] = Browse(generation: generation, startedAt: now + delay, lastUsed: now)
-            state.stats.activeBrowses = state.browses.count
-            return ([], (generation, delay))
+            return state.table.subscribe(key, now: now, configuration: configuration)
         }
-        if let start { begin(key, start) }
-        return initial
+        if let start { begin(start) }
+        return records.compactMap { subscriber.change(for: $0, adding: true) }
     }
 
     /// Leaves the browse; once nobody subscribes it is released by the idle sweep.
@@ -89,7 +70,7 @@ extension DiscoveryProxy {
         let now = scheduler.now()
         state.withLock { state in
             state.subscriptions.remove(session: session, id: id, from: key)
-            state.browses[key]?.lastUsed = now
+            state.table.touch(key, now: now)
         }
     }
 
@@ -105,14 +86,12 @@ extension DiscoveryProxy {
         let configuration = self.configuration
         enum Step { case none, verify(MDNSRecord), removed([PushDelivery]) }
         let step = state.withLock { state -> Step in
-            guard let browse = state.browses[key],
+            guard let browse = state.table.browses[key],
                 browse.isEstablished(now: now, negativeTimeout: configuration.negativeTimeout)
             else { return .none }
-            let zone = plan.link.zone
+            let presentation = ZonePresentation(link: plan.link, suppressLinkLocal: configuration.suppressLinkLocal)
             if let held = browse.records.first(where: {
-                $0.record.type == request.type
-                    && CachedRecord($0.record, $0.value).answerRData(zone: zone, suppressLinkLocal: configuration.suppressLinkLocal)
-                        == rdata
+                $0.record.type == request.type && presentation.rewritten(CachedRecord($0.record, $0.value)) == rdata
             }) {
                 return .verify(held.record)
             }

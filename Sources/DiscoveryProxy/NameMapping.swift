@@ -1,7 +1,20 @@
 import DNSWire
 
-/// `.local` ↔ zone translation of RDATA (RFC 8766 §5.5).
+/// `.local` ↔ zone translation of names and RDATA (RFC 8766 §5.1, §5.5): the one place
+/// names cross between a link's zone and mDNS.
 enum NameMapping {
+    /// A name of `zone` as asked on the link (§5.1): the zone suffix replaced by `local.`.
+    /// Nil when the name is not in the zone, or too long once rewritten.
+    static func toLocal(_ name: DNSName, zone: DNSName) -> DNSName? {
+        name.replacingSuffix(zone, with: Catalog.local)
+    }
+
+    /// A `.local` name as shown in `zone`; nil when not in `.local` or too long for the zone
+    /// (over 255 octets, RFC 1035 §2.3.4).
+    static func toZone(_ name: DNSName, zone: DNSName) -> DNSName? {
+        name.replacingSuffix(Catalog.local, with: zone)
+    }
+
     /// Rewrites `.local` names inside RDATA into `zone` (names elsewhere are left alone,
     /// §5.5: "names that do not end in .local are not translated"), turns an empty TXT into
     /// the single zero byte RFC 6763 §6.1 requires, and suppresses link-local addresses
@@ -18,7 +31,7 @@ enum NameMapping {
             var unmappable = false
             let mapped = rdata.mapNames { name in
                 guard name.isSubdomain(of: Catalog.local) else { return name }
-                guard let inZone = name.replacingSuffix(Catalog.local, with: zone) else {
+                guard let inZone = toZone(name, zone: zone) else {
                     unmappable = true
                     return name
                 }

@@ -15,12 +15,8 @@ struct Subscriber: Sendable {
     /// of a unicast answer), so the client's own spelling comes back.
     var owner: DNSName
     var type: RRType
-    /// The link's zone, and whether link-local addresses are left out: records are sent as
-    /// unicast answers give them (`CachedRecord.answerRData`).
-    var zone: DNSName
-    var suppressLinkLocal: Bool
-    /// The link's service filter, for `_services._dns-sd._udp` (same as unicast answers).
-    var services: ServiceFilter
+    /// Records are sent as unicast answers give them.
+    var presentation: ZonePresentation
     var sink: any PushSink
 
     /// RFC 6762 §10: 120 s for records carrying a host name or address, 75 minutes otherwise.
@@ -36,14 +32,7 @@ struct Subscriber: Sendable {
     /// The change this subscriber is told for a cached record, nil when the record is not
     /// shown to clients (suppressed address, filtered service type, undecodable RDATA).
     func change(for record: CachedRecord, adding: Bool) -> PushChange? {
-        if !services.isOpen, record.type == .ptr, let target = record.ptrTarget,
-            let type = ServiceFilter.serviceType(of: target.labels.dropLast().map { $0 }), !services.permits(type)
-        {
-            return nil
-        }
-        guard let rdata = record.answerRData(zone: zone, suppressLinkLocal: suppressLinkLocal),
-            let wire = try? rdata.wireBytes()
-        else { return nil }
+        guard let rdata = presentation.rdata(of: record), let wire = try? rdata.wireBytes() else { return nil }
         return adding
             ? .add(owner, record.type, ttl: Self.ttl(for: record.type), rdata: wire)
             : .remove(owner, record.type, rdata: wire)

@@ -1,0 +1,58 @@
+import DNSWire
+import Logging
+import Synchronization
+
+/// The last step of every query: encodes the reply within the client's size limit (a reply
+/// that cannot be encoded becomes SERVFAIL), shares cache-hit answers between clients
+/// (`AnswerMemo`), hands the front end a `ReplayTicket` where the answer may be replayed,
+/// and records the answer's metrics.
+final class AnswerOutput: Sendable {
+    let metrics = ProxyMetrics()
+    private let memo = Mutex(AnswerMemo())
+    private let scheduler: any ProxyScheduler
+    private let logger: Logger
+
+    init(scheduler: any ProxyScheduler, logger: Logger) {
+        self.scheduler = scheduler
+        self.logger = logger
+    }
+
+    /// A hit another query with the same bytes has already encoded in `epoch`, with `id`.
+    func memoized(_ key: AnswerMemo.Key, id: UInt16, epoch: UInt64) -> AnswerMemo.Answer? {
+        memo.withLock { $0.answer(to: key, id: id, epoch: epoch) }
+    }
+
+    /// Encodes and sends `message`; `replay` says whether (and as what) it may be replayed.
+    func finish(_ message: Message, _ context: QueryContext, cache: String, replay: ReplayTicket.Kind? = nil) {
+        var sent = message
+        var bytes: [UInt8]?
+        do {
+            bytes = try message.encode(limit: context.limit)
+        } catch {
+            logger.error("cannot encode answer", metadata: ["dns.error": "\(error)", "dns.id": "\(message.id)"])
+            sent.answers = []
+            sent.authority = []
+            sent.additional = []
+            sent.rcode = .servFail
+            bytes = try? sent.encode(limit: context.limit)
+        }
+        let rcode = "\(sent.rcode)"
+        // Only answers as asked are replayed or shared, not a SERVFAIL put in their place.
+        let replayable = bytes != nil && sent.rcode == message.rcode ? replay : nil
+        if replayable == .hit, let bytes, let key = context.memoKey {
+            memo.withLock { $0.store(AnswerMemo.Answer(bytes: bytes, rcode: rcode), for: key, epoch: context.epoch) }
+        }
+        send(bytes, rcode: rcode, context, cache: cache, replay: replayable)
+    }
+
+    /// Sends encoded bytes (nil: nothing) with a replay ticket of kind `replay`, and records
+    /// the answer's metrics.
+    func send(_ bytes: [UInt8]?, rcode: String, _ context: QueryContext, cache: String, replay: ReplayTicket.Kind?) {
+        let counters = metrics.counters(transport: context.transport, qtype: context.qtype, rcode: rcode)
+        let ticket = replay.map { kind in
+            ReplayTicket(epoch: context.epoch, lifetime: context.replayLifetime, kind: kind, counters: counters)
+        }
+        context.respond(ProxyReply(bytes: bytes, replay: ticket))
+        metrics.answered(counters, cache: cache, seconds: scheduler.now() - context.started)
+    }
+}

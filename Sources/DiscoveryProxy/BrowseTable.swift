@@ -1,0 +1,357 @@
+import DNSWire
+import MDNS
+
+/// The proxy's cache: every live browse, what released browses last knew, each link's mDNS
+/// rate limit (RFC 8766 §9.3), and counters of what happened. A value kept inside the
+/// proxy's mutex. Each method is one step in the life of a browse, takes the time and
+/// settings it needs, and returns what the proxy must do outside the lock (start or cancel
+/// an mDNS query, arm a timer, answer waiters), so every step can be tested without a proxy.
+struct BrowseTable: Sendable {
+    private(set) var browses: [BrowseKey: Browse] = [:]
+    /// What released browses last knew, for optimistic answers (bounded in age and count).
+    private(set) var released: [BrowseKey: ReleasedBrowse] = [:]
+    private var buckets: [String: TokenBucket] = [:]
+    /// Tells a browse's events from those of an earlier browse of the same question still
+    /// in flight; wraps after 2^32 browses, long after any such event has arrived.
+    private var nextGeneration: UInt32 = 0
+    private var nextWaiterID = 0
+    /// After `close`, no browse starts.
+    private(set) var isClosed = false
+    var counters = BrowseCounters()
+
+    /// At most this many released browses are remembered for optimistic answers.
+    static let maxReleased = 4096
+
+    /// A new mDNS query to start, after `delay` (the link's rate limit), for the browse
+    /// created with `generation`. `key` may share name storage with the cache.
+    struct Start {
+        var key: BrowseKey
+        var generation: UInt32
+        var delay: Duration
+        /// A browse released to make room (`maxBrowses`), whose query is to be cancelled.
+        var evicted: (key: BrowseKey, handle: (any MDNSQueryHandle)?)?
+    }
+
+    enum Lookup {
+        /// Answer from the browse now (`snapshot(for:now:)`).
+        case hit
+        /// Wait for mDNS until `deadline` at the latest.
+        case wait(waiterID: Int, deadline: Duration, start: Start?)
+        /// Answered from a recently released browse while a fresh one starts.
+        case optimistic(Snapshot, start: Start?)
+        /// The link's rate limit would delay the query past the negative timeout.
+        case rateLimited
+        /// `maxBrowses` reached and no browse may make room (`BrowseLimit`).
+        case full
+    }
+
+    /// A query for `key`'s question: a hit, a joined or new browse, or a refusal.
+    mutating func lookup(
+        _ key: BrowseKey, query: Message, plan: MDNSPlan, context: QueryContext, now: Duration,
+        configuration: ProxyConfiguration
+    ) -> Lookup {
+        if var browse = browses[key] {
+            browse.lastUsed = now
+            if browse.isEstablished(now: now, negativeTimeout: configuration.negativeTimeout) {
+                browses[key] = browse
+                counters.cacheHits += 1
+                return .hit
+            }
+            counters.cacheMisses += 1
+            let deadline = browse.deadline(joiningAt: now, negativeTimeout: configuration.negativeTimeout)
+            let id = addWaiter(to: &browse, query: query, plan: plan, context: context, deadline: deadline)
+            browses[key] = browse
+            return .wait(waiterID: id, deadline: deadline, start: nil)
+        }
+        guard !isClosed else { return .rateLimited }
+        let key = sharingStorage(key)
+        // Optimistic answer (like serve-stale): the last results of a browse released
+        // not long ago, while a fresh browse starts so that the next answer is current.
+        let stale = released[key].flatMap {
+            configuration.optimisticAnswers && now - $0.releasedAt <= configuration.optimisticMaxStaleness ? $0 : nil
+        }
+        var bucket = bucket(for: key.interface, now: now, configuration: configuration)
+        let delay = bucket.reserve(now: now)
+        if delay >= configuration.negativeTimeout {
+            bucket.refund()
+            buckets[key.interface] = bucket
+            counters.rateLimited += 1
+            guard let stale else { return .rateLimited }
+            counters.optimisticAnswers += 1
+            return .optimistic(optimisticSnapshot(stale, key: key), start: nil)
+        }
+        var evicted: (key: BrowseKey, handle: (any MDNSQueryHandle)?)?
+        if browses.count >= configuration.maxBrowses {
+            guard let victim = BrowseLimit.victim(in: browses, now: now) else {
+                bucket.refund()
+                buckets[key.interface] = bucket
+                return .full
+            }
+            evicted = (victim, evict(victim, now: now, configuration: configuration))
+        }
+        if delay > .zero { counters.rateLimited += 1 }
+        buckets[key.interface] = bucket
+        let start = Start(key: key, generation: takeGeneration(), delay: delay, evicted: evicted)
+        var browse = Browse(generation: start.generation, startedAt: now + delay, lastUsed: now)
+        if let stale {
+            released[key] = nil
+            browses[key] = browse
+            counters.optimisticAnswers += 1
+            return .optimistic(optimisticSnapshot(stale, key: key), start: start)
+        }
+        counters.cacheMisses += 1
+        let deadline = now + configuration.negativeTimeout
+        let id = addWaiter(to: &browse, query: query, plan: plan, context: context, deadline: deadline)
+        browses[key] = browse
+        return .wait(waiterID: id, deadline: deadline, start: start)
+    }
+
+    /// A DNS Push subscriber joins `key`'s browse: its records if it has results, or a new
+    /// browse, paced by the link's rate limit like a miss (§9.3) but never refused for it: a
+    /// subscriber can wait.
+    mutating func subscribe(_ key: BrowseKey, now: Duration, configuration: ProxyConfiguration) -> (
+        records: [CachedRecord], start: Start?
+    ) {
+        if var browse = browses[key] {
+            browse.lastUsed = now
+            browses[key] = browse
+            return (browse.hasResults ? browse.orderedRecords : [], nil)
+        }
+        guard !isClosed else { return ([], nil) }
+        var bucket = bucket(for: key.interface, now: now, configuration: configuration)
+        let delay = bucket.reserve(now: now)
+        buckets[key.interface] = bucket
+        let start = Start(key: key, generation: takeGeneration(), delay: delay)
+        released[key] = nil
+        browses[key] = Browse(generation: start.generation, startedAt: now + delay, lastUsed: now)
+        return ([], start)
+    }
+
+    /// Marks a browse used now (a subscriber left it: the idle timeout counts from here).
+    mutating func touch(_ key: BrowseKey, now: Duration) {
+        browses[key]?.lastUsed = now
+    }
+
+    // MARK: The mDNS query's side
+
+    /// The query of browse `generation` is running: keeps its handle. False when that
+    /// browse is gone (the handle is an orphan, to be cancelled).
+    mutating func attach(_ handle: any MDNSQueryHandle, to key: BrowseKey, generation: UInt32) -> Bool {
+        guard browses[key]?.generation == generation else { return false }
+        browses[key]!.handle = handle
+        counters.mdnsQueriesStarted += 1
+        return true
+    }
+
+    /// The query of browse `generation` could not start: the browse goes, and its waiters
+    /// are returned to be answered SERVFAIL.
+    mutating func abandon(_ key: BrowseKey, generation: UInt32) -> [Waiter] {
+        guard let browse = browses[key], browse.generation == generation else { return [] }
+        browses[key] = nil
+        return browse.waiters
+    }
+
+    /// What to do after an mDNS event.
+    enum Follow { case none, flushNow, armWindow }
+
+    /// How an mDNS event changed a browse.
+    struct Reception {
+        var follow = Follow.none
+        /// Records shown to subscribers as added or removed.
+        var changes: [RecordChange] = []
+        /// The browse lost every record at once (the daemon went away or came back).
+        var cleared = false
+        /// Anything an answer depends on changed: replays must stop (`ReplayTicket`).
+        var invalidates = false
+        /// Set on the browse's first result: how long mDNS took.
+        var firstResultAfter: Duration?
+    }
+
+    enum RecordChange {
+        case added(CachedRecord)
+        case removed(CachedRecord)
+    }
+
+    /// Applies one mDNS event to browse `generation` (events of an older browse of the same
+    /// question are dropped).
+    mutating func receive(
+        _ event: MDNSEvent, for key: BrowseKey, generation: UInt32, now: Duration, collectionWindow: Duration
+    ) -> Reception {
+        // Taken out and put back, so that its record table is not shared (copied) while changed.
+        guard browses[key]?.generation == generation, var browse = browses.removeValue(forKey: key) else {
+            return Reception()
+        }
+        defer { browses[key] = browse }
+        var reception = Reception()
+        switch event {
+        case .added(let record):
+            if var held = browse.records[record] {
+                // Seen on one more IP protocol, or again while verifying.
+                held.copies = held.copies == .max ? .max : held.copies + 1
+                browse.records[record] = held
+                return reception
+            }
+            let state = RecordState(record, order: browse.nextOrder, seenAt: now)
+            browse.records[record] = state
+            browse.nextOrder += 1
+            reception.invalidates = true
+            reception.changes = [.added(CachedRecord(record, state))]
+            if !browse.hasResults {
+                reception.firstResultAfter = now - browse.startedAt
+                for index in browse.waiters.indices { browse.waiters[index].firstResultAt = now }
+            }
+            browse.hasResults = true
+            guard !browse.waiters.isEmpty, !browse.flushArmed else { return reception }
+            browse.flushArmed = true
+            reception.follow = collectionWindow == .zero ? .flushNow : .armWindow
+        case .removed(let record):
+            guard var held = browse.records[record] else { return reception }
+            if held.copies > 1 {
+                held.copies -= 1
+                browse.records[record] = held
+            } else if let gone = browse.records.removeValue(forKey: record) {
+                reception.changes = [.removed(CachedRecord(record, gone))]
+                reception.invalidates = true
+            }
+        case .verifying:
+            // Count again from zero; what is not delivered again by "all for now" is gone.
+            browse.verifying = true
+            browse.records.updateValues { $0.copies = 0 }
+        case .allForNow:
+            if browse.verifying {
+                browse.verifying = false
+                let gone = browse.records.removeAll { $0.copies == 0 }
+                reception.changes = gone.map { .removed(CachedRecord($0.0, $0.1)) }
+                reception.invalidates = !gone.isEmpty
+            }
+            // The daemon's cache is drained; if it had answers, nothing is gained by waiting.
+            if !browse.records.isEmpty && !browse.waiters.isEmpty { reception.follow = .flushNow }
+        case .failed, .restarted:
+            // The daemon went away or came back: what we had may be stale. Start over, as
+            // a new query would (waiters keep their own deadlines).
+            reception.cleared = !browse.records.isEmpty
+            browse.records.removeAll()
+            browse.hasResults = false
+            browse.verifying = false
+            browse.startedAt = now
+            reception.invalidates = true
+        }
+        return reception
+    }
+
+    /// Takes every waiter of browse `generation`, to be answered from what it has now.
+    mutating func takeWaiters(of key: BrowseKey, generation: UInt32, now: Duration) -> ([Waiter], Snapshot) {
+        guard var browse = browses[key], browse.generation == generation else { return ([], Snapshot()) }
+        browse.flushArmed = false
+        let waiters = browse.waiters
+        browse.waiters = []
+        browses[key] = browse
+        return (waiters, snapshot(for: key, now: now))
+    }
+
+    /// The negative timeout of one waiter: takes it, with what its browse knows now.
+    mutating func expire(_ key: BrowseKey, waiterID: Int, now: Duration) -> (Waiter, Snapshot)? {
+        guard var browse = browses[key], let index = browse.waiters.firstIndex(where: { $0.id == waiterID }) else {
+            return nil
+        }
+        let waiter = browse.waiters.remove(at: index)
+        browses[key] = browse
+        let snapshot = snapshot(for: key, now: now)
+        if snapshot.answers.isEmpty { counters.negativeTimeouts += 1 }
+        return (waiter, snapshot)
+    }
+
+    // MARK: Release
+
+    /// Releases browses nobody asked about for `browseIdleTimeout`, nobody waits on and
+    /// nobody subscribes to (`isPinned`). Returns them, to cancel their queries.
+    mutating func sweep(
+        now: Duration, configuration: ProxyConfiguration, isPinned: (BrowseKey) -> Bool
+    ) -> [(BrowseKey, (any MDNSQueryHandle)?)] {
+        let idle = browses.filter {
+            $0.value.waiters.isEmpty && now - $0.value.lastUsed >= configuration.browseIdleTimeout && !isPinned($0.key)
+        }
+        for key in idle.keys { browses[key] = nil }
+        counters.browsesReleased += idle.count
+        if configuration.optimisticAnswers {
+            for (key, browse) in idle where browse.hasResults {
+                released[key] = ReleasedBrowse(records: browse.orderedRecords, releasedAt: now)
+            }
+            released = released.filter { now - $0.value.releasedAt <= configuration.optimisticMaxStaleness }
+            if released.count > Self.maxReleased {
+                let keep = released.sorted { $0.value.releasedAt > $1.value.releasedAt }.prefix(Self.maxReleased)
+                released = Dictionary(uniqueKeysWithValues: keep.map { ($0.key, $0.value) })
+            }
+        } else {
+            released.removeAll()
+        }
+        return idle.map { ($0.key, $0.value.handle) }
+    }
+
+    /// Releases a live browse early to make room (`maxBrowses`); its results stay available
+    /// for optimistic answers. Returns its query's handle.
+    private mutating func evict(_ key: BrowseKey, now: Duration, configuration: ProxyConfiguration) -> (
+        any MDNSQueryHandle
+    )? {
+        guard let browse = browses.removeValue(forKey: key) else { return nil }
+        counters.browsesReleased += 1
+        counters.browsesEvicted += 1
+        if configuration.optimisticAnswers, browse.hasResults, released.count < Self.maxReleased {
+            released[key] = ReleasedBrowse(records: browse.orderedRecords, releasedAt: now)
+        }
+        return browse.handle
+    }
+
+    /// A reload: releases the browses of links not in `kept` (their cached RDATA was shown
+    /// in the old zone) and forgets the rate limits (rates may have changed).
+    mutating func release(keepingLinks kept: Set<String>) -> [Browse] {
+        released = released.filter { kept.contains($0.key.interface) }
+        let gone = browses.filter { !kept.contains($0.key.interface) }
+        for key in gone.keys { browses[key] = nil }
+        buckets.removeAll()
+        counters.browsesReleased += gone.count
+        return Array(gone.values)
+    }
+
+    /// Shutdown: releases everything; no browse starts after this.
+    mutating func close() -> [Browse] {
+        isClosed = true
+        let all = Array(browses.values)
+        browses.removeAll()
+        released.removeAll()
+        return all
+    }
+
+    // MARK: Helpers
+
+    private mutating func addWaiter(
+        to browse: inout Browse, query: Message, plan: MDNSPlan, context: QueryContext, deadline: Duration
+    ) -> Int {
+        let id = nextWaiterID
+        nextWaiterID += 1
+        browse.waiters.append(Waiter(id: id, query: query, plan: plan, deadline: deadline, context: context))
+        return id
+    }
+
+    private mutating func takeGeneration() -> UInt32 {
+        defer { nextGeneration &+= 1 }
+        return nextGeneration
+    }
+
+    private func bucket(for interface: String, now: Duration, configuration: ProxyConfiguration) -> TokenBucket {
+        buckets[interface]
+            ?? TokenBucket(rate: configuration.mdnsQueriesPerSecond, burst: configuration.mdnsQueryBurst, now: now)
+    }
+}
+
+/// What happened to browses, for `ProxyStats`.
+struct BrowseCounters: Sendable {
+    var cacheHits = 0
+    var cacheMisses = 0
+    var optimisticAnswers = 0
+    var negativeTimeouts = 0
+    var rateLimited = 0
+    var mdnsQueriesStarted = 0
+    var browsesReleased = 0
+    var browsesEvicted = 0
+}

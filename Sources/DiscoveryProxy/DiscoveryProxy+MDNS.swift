@@ -1,0 +1,116 @@
+import DNSWire
+import Logging
+import MDNS
+import Synchronization
+
+/// The mDNS side of the proxy: starting browses' queries, their events, and answering the
+/// queries that wait on them (when results arrive, or at the negative timeout).
+extension DiscoveryProxy {
+    /// Starts a browse's query now, or after its rate-limit delay.
+    func begin(_ start: BrowseTable.Start) {
+        if start.delay == .zero {
+            startBrowse(start.key, generation: start.generation)
+        } else {
+            scheduler.schedule(after: start.delay) { [weak self] in
+                self?.startBrowse(start.key, generation: start.generation)
+            }
+        }
+    }
+
+    private func startBrowse(_ key: BrowseKey, generation: UInt32) {
+        let handle: any MDNSQueryHandle
+        do {
+            handle = try backend.startQuery(key, tag: generation, receiver: self)
+        } catch {
+            logger.warning(
+                "cannot start mDNS query", metadata: ["mdns.question": "\(key)", "mdns.error": "\(error)"])
+            let waiters = state.withLock { state -> [Waiter] in
+                let waiters = state.table.abandon(key, generation: generation)
+                state.stats.servFail += waiters.count
+                return waiters
+            }
+            invalidateReplays()
+            let answers = AnswerBuilder(configuration: configuration)
+            for waiter in waiters {
+                output.finish(answers.failure(waiter.query, .servFail), waiter.context, cache: "miss")
+            }
+            return
+        }
+        metrics.mdnsQueryStarted(link: key.interface)
+        let attached = state.withLock { $0.table.attach(handle, to: key, generation: generation) }
+        if !attached { handle.cancel() }
+        logger.debug("mDNS query started", metadata: ["mdns.question": "\(key)"])
+    }
+
+    /// The backend's events for a browse; `tag` is its generation. Called on the backend's
+    /// thread; must not call the backend.
+    public func receive(_ event: MDNSEvent, for question: MDNSQuestion, tag: UInt32) {
+        let key = question
+        let generation = tag
+        let now = scheduler.now()
+        let window = configuration.collectionWindow
+        let (reception, pushes) = state.withLock { state -> (BrowseTable.Reception, [PushDelivery]) in
+            let reception = state.table.receive(event, for: key, generation: generation, now: now, collectionWindow: window)
+            if reception.invalidates { invalidateReplays() }
+            var pushes = reception.cleared ? state.subscriptions.changes(clearing: key) : []
+            for change in reception.changes {
+                switch change {
+                case .added(let record): pushes += state.subscriptions.changes(for: key, adding: record)
+                case .removed(let record): pushes += state.subscriptions.changes(for: key, removing: record)
+                }
+            }
+            return (reception, pushes)
+        }
+        if let after = reception.firstResultAfter { metrics.firstResult(after: after) }
+        deliver(pushes)
+        if case .failed(let why) = event {
+            logger.debug("mDNS query failed", metadata: ["mdns.question": "\(key)", "mdns.error": "\(why)"])
+        }
+        switch reception.follow {
+        case .none: break
+        case .flushNow: flush(key, generation: generation)
+        case .armWindow:
+            scheduler.schedule(after: window) { [weak self] in self?.flush(key, generation: generation) }
+        }
+    }
+
+    /// Answers every waiter of a browse from what it has now.
+    private func flush(_ key: BrowseKey, generation: UInt32) {
+        let now = scheduler.now()
+        let (waiters, snapshot) = state.withLock { $0.table.takeWaiters(of: key, generation: generation, now: now) }
+        let answers = AnswerBuilder(configuration: configuration)
+        for waiter in waiters {
+            // Per-query timing, like a connection establishment report: how long mDNS took
+            // to bring the first result for this query, and when the answer went out.
+            if let firstResultAt = waiter.firstResultAt {
+                logger.debug(
+                    "answered from mDNS",
+                    metadata: [
+                        "mdns.question": "\(key)", "dns.id": "\(waiter.query.id)",
+                        "mdns.first_result_ms": "\(Self.milliseconds(max(.zero, firstResultAt - waiter.context.started)))",
+                        "dns.answer_ms": "\(Self.milliseconds(now - waiter.context.started))",
+                    ])
+            }
+            output.finish(answers.answer(waiter.query, plan: waiter.plan, snapshot: snapshot), waiter.context, cache: "miss")
+        }
+    }
+
+    /// The negative timeout of one waiter: answer with whatever is known (usually nothing).
+    func expire(_ key: BrowseKey, waiterID: Int) {
+        let now = scheduler.now()
+        guard let (waiter, snapshot) = state.withLock({ $0.table.expire(key, waiterID: waiterID, now: now) }) else {
+            return
+        }
+        let answers = AnswerBuilder(configuration: configuration)
+        if snapshot.answers.isEmpty && backend.state != .running {
+            // The daemon is away: "nothing found" would be a lie that clients cache. SERVFAIL
+            // tells them to try again.
+            logger.debug("mDNS backend \(backend.state.rawValue): SERVFAIL", metadata: ["mdns.question": "\(key)"])
+            count(\.servFail)
+            output.finish(answers.failure(waiter.query, .servFail), waiter.context, cache: "miss")
+            return
+        }
+        logger.debug("mDNS query timed out", metadata: ["mdns.question": "\(key)"])
+        output.finish(answers.answer(waiter.query, plan: waiter.plan, snapshot: snapshot), waiter.context, cache: "miss")
+    }
+}

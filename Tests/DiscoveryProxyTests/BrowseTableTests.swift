@@ -1,0 +1,154 @@
+import DNSWire
+import MDNS
+import Testing
+
+@testable import DiscoveryProxy
+
+/// The cache's steps, without a proxy, a backend or a clock (RFC 8766 §5.6, §9.3): each
+/// returns what the proxy must do, and these tests read it directly.
+@Suite("Browse table")
+struct BrowseTableTests {
+    let configuration: ProxyConfiguration
+    let link = Link(interface: "eth1", zone: try! DNSName("lab1.example."), subnets: [IPPrefix("192.0.2.0/24")!])
+    let key = BrowseKey(interface: "eth1", name: try! DNSName("_ipp._tcp.local."), type: .ptr)
+    let instance = MDNSRecord(
+        name: try! DNSName("_ipp._tcp.local."), type: .ptr, rdata: try! DNSName("P._ipp._tcp.local.").wireBytes)
+
+    init() {
+        var configuration = ProxyConfiguration(links: [link], serverName: try! DNSName("ns.example."))
+        configuration.mdnsQueriesPerSecond = 1
+        configuration.mdnsQueryBurst = 2
+        configuration.maxBrowses = 2
+        self.configuration = configuration
+    }
+
+    func lookup(_ table: inout BrowseTable, _ key: BrowseKey, at seconds: Int) -> BrowseTable.Lookup {
+        let query = Message(id: 1, questions: [Question(name: try! DNSName("_ipp._tcp.lab1.example."), type: key.type)])
+        let plan = MDNSPlan(link: link, zone: link.zone, localName: key.name, type: key.type)
+        let context = QueryContext(
+            started: .seconds(seconds), epoch: 0, replayLifetime: .seconds(1), transport: "udp", qtype: "PTR",
+            limit: 512, respond: { _ in })
+        return table.lookup(key, query: query, plan: plan, context: context, now: .seconds(seconds), configuration: configuration)
+    }
+
+    @Test("a miss starts a browse; a second query joins it; results make a hit")
+    func missJoinHit() throws {
+        var table = BrowseTable()
+        guard case .wait(let first, let deadline, let start?) = lookup(&table, key, at: 0) else {
+            Issue.record("first query should start a browse")
+            return
+        }
+        #expect(deadline == configuration.negativeTimeout && start.delay == .zero && start.evicted == nil)
+        guard case .wait(let second, _, nil) = lookup(&table, key, at: 0) else {
+            Issue.record("second query should join, not start")
+            return
+        }
+        #expect(first != second)
+        let reception = table.receive(
+            .added(instance), for: key, generation: start.generation, now: .milliseconds(100),
+            collectionWindow: .milliseconds(50))
+        #expect(reception.follow == .armWindow && reception.invalidates && reception.changes.count == 1)
+        #expect(reception.firstResultAfter == .milliseconds(100))
+        let (waiters, snapshot) = table.takeWaiters(of: key, generation: start.generation, now: .milliseconds(150))
+        #expect(waiters.map(\.id) == [first, second] && snapshot.answers.count == 1 && snapshot.isSettled)
+        guard case .hit = lookup(&table, key, at: 1) else {
+            Issue.record("a browse with results answers at once")
+            return
+        }
+        #expect(table.counters.cacheHits == 1 && table.counters.cacheMisses == 2)
+    }
+
+    @Test("events of an older browse of the same question are dropped")
+    func staleGeneration() {
+        var table = BrowseTable()
+        _ = lookup(&table, key, at: 0)
+        let reception = table.receive(.added(instance), for: key, generation: 99, now: .zero, collectionWindow: .zero)
+        #expect(reception.follow == .none && !reception.invalidates)
+        #expect(table.browses[key]?.records.isEmpty == true)
+    }
+
+    @Test("§9.3: past the link's burst a start is delayed; past the negative timeout refused")
+    func rateLimit() {
+        var table = BrowseTable()
+        var configuration = self.configuration
+        configuration.maxBrowses = 100
+        let names = (0..<4).map { BrowseKey(interface: "eth1", name: try! DNSName("h\($0).local."), type: .a) }
+        var delays: [Duration?] = []
+        for name in names {
+            let query = Message(id: 1, questions: [Question(name: try! DNSName("x.lab1.example."), type: .a)])
+            let plan = MDNSPlan(link: link, zone: link.zone, localName: name.name, type: .a)
+            let context = QueryContext(
+                started: .zero, epoch: 0, replayLifetime: .seconds(1), transport: "udp", qtype: "A", limit: 512,
+                respond: { _ in })
+            switch table.lookup(name, query: query, plan: plan, context: context, now: .zero, configuration: configuration) {
+            case .wait(_, _, let start?): delays.append(start.delay)
+            case .rateLimited: delays.append(nil)
+            default: Issue.record("unexpected step")
+            }
+        }
+        // Burst 2, 1 per second, negative timeout 0.8 s: two now, the third would wait ~1 s.
+        #expect(delays[0] == .zero && delays[1] == .zero && delays[2] == nil && delays[3] == nil)
+        #expect(table.counters.rateLimited == 2 && table.browses.count == 2)
+    }
+
+    @Test("at maxBrowses an idle browse makes room, and its handle comes back to be cancelled")
+    func eviction() throws {
+        var table = BrowseTable()
+        let other = BrowseKey(interface: "eth1", name: try! DNSName("_http._tcp.local."), type: .ptr)
+        let third = BrowseKey(interface: "eth1", name: try! DNSName("_smb._tcp.local."), type: .ptr)
+        _ = lookup(&table, key, at: 0)
+        _ = lookup(&table, other, at: 0)
+        guard case .full = lookup(&table, third, at: 1) else {
+            Issue.record("every browse has a waiter: none may go")
+            return
+        }
+        _ = table.expire(key, waiterID: 0, now: .seconds(1))
+        _ = table.expire(other, waiterID: 1, now: .seconds(1))
+        guard case .wait(_, _, let start?) = lookup(&table, third, at: 40) else {
+            Issue.record("an idle browse should make room")
+            return
+        }
+        #expect(start.evicted?.key == key)
+        #expect(table.counters.browsesEvicted == 1 && table.browses.count == 2)
+    }
+
+    @Test("a released browse answers optimistically while a fresh one starts; a subscribed one is kept")
+    func sweepAndOptimistic() throws {
+        var table = BrowseTable()
+        guard case .wait(_, _, let start?) = lookup(&table, key, at: 0) else { return }
+        _ = table.receive(.added(instance), for: key, generation: start.generation, now: .zero, collectionWindow: .zero)
+        _ = table.takeWaiters(of: key, generation: start.generation, now: .zero)
+        #expect(table.sweep(now: .seconds(200), configuration: configuration, isPinned: { _ in true }).isEmpty)
+        let released = table.sweep(now: .seconds(200), configuration: configuration, isPinned: { _ in false })
+        #expect(released.map(\.0) == [key] && table.released[key] != nil)
+        guard case .optimistic(let snapshot, let restart?) = lookup(&table, key, at: 201) else {
+            Issue.record("expected an optimistic answer")
+            return
+        }
+        #expect(snapshot.answers.count == 1 && restart.generation != start.generation)
+        #expect(table.released[key] == nil && table.counters.optimisticAnswers == 1)
+    }
+
+    @Test("verification: what \"all for now\" does not deliver again is removed")
+    func verification() {
+        var table = BrowseTable()
+        guard case .wait(_, _, let start?) = lookup(&table, key, at: 0) else { return }
+        _ = table.receive(.added(instance), for: key, generation: start.generation, now: .zero, collectionWindow: .zero)
+        _ = table.receive(.verifying, for: key, generation: start.generation, now: .zero, collectionWindow: .zero)
+        let reception = table.receive(.allForNow, for: key, generation: start.generation, now: .zero, collectionWindow: .zero)
+        #expect(reception.changes.count == 1 && reception.invalidates)
+        #expect(table.browses[key]?.records.isEmpty == true)
+    }
+
+    @Test("after close nothing starts")
+    func closed() {
+        var table = BrowseTable()
+        _ = lookup(&table, key, at: 0)
+        #expect(table.close().count == 1)
+        guard case .rateLimited = lookup(&table, key, at: 1) else {
+            Issue.record("a closed table starts no browse")
+            return
+        }
+        #expect(table.subscribe(key, now: .seconds(1), configuration: configuration).start == nil)
+    }
+}
