@@ -1,8 +1,10 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Layers, one way: CLDNS/CAvahiClient (C) → DNSWire / MDNS → DiscoveryProxy (pure logic)
-// → DNSServer (NIO front ends) → ProxyApp (config + composition) → executables.
+// Layers, one way: CLDNS (C) → DNSWire → MDNS (avahi, with CAvahiClient) → DiscoveryProxy
+// (pure logic over the MDNSBackend protocol) → AdminHTTP; DNSServer (NIO front ends) knows
+// none of them; ProxyApp composes everything → executables. DNSSDClient (→ dnssd-browse)
+// needs DNSWire only.
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),

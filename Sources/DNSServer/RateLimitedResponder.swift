@@ -40,8 +40,7 @@ public struct RateLimitedResponder: DNSResponder {
         let clock = self.clock
         inner.handle(query: query, from: client) { answer in
             guard let answer else { return respond(nil) }
-            let elapsed = (clock.now - epoch).components
-            let now = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+            let now = (clock.now - epoch) / .seconds(1)
             switch limiter.decide(client: client.address, now: now) {
             case .send:
                 respond(answer)

@@ -87,8 +87,8 @@ extension DiscoveryProxy {
                     "answered from mDNS",
                     metadata: [
                         "mdns.question": "\(key)", "dns.id": "\(waiter.query.id)",
-                        "mdns.first_result_ms": "\(Self.milliseconds(max(.zero, firstResultAt - waiter.context.started)))",
-                        "dns.answer_ms": "\(Self.milliseconds(now - waiter.context.started))",
+                        "mdns.first_result_ms": "\(max(.zero, firstResultAt - waiter.context.started).wholeMilliseconds)",
+                        "dns.answer_ms": "\((now - waiter.context.started).wholeMilliseconds)",
                     ])
             }
             output.finish(answers.answer(waiter.query, plan: waiter.plan, snapshot: snapshot), waiter.context, cache: "miss")

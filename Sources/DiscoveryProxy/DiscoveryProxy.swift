@@ -277,10 +277,6 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     /// then (`negativeTimeout` is shorter by default) is cached for `provisionalTTL` only.
     static let mdnsWindow: Duration = .seconds(6)
 
-    static func milliseconds(_ duration: Duration) -> Int {
-        Int(duration.components.seconds) * 1000 + Int(duration.components.attoseconds / 1_000_000_000_000_000)
-    }
-
     func count(_ counter: WritableKeyPath<ProxyStats, Int>) {
         state.withLock { $0.stats[keyPath: counter] += 1 }
     }

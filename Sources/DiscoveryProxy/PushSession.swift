@@ -407,6 +407,6 @@ public final class PushSession: PushSink, Sendable {
     }
 
     static func milliseconds(_ duration: Duration) -> UInt32 {
-        UInt32(clamping: DiscoveryProxy.milliseconds(duration))
+        UInt32(clamping: duration.wholeMilliseconds)
     }
 }

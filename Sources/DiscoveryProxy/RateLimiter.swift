@@ -16,7 +16,7 @@ struct TokenBucket: Sendable {
     /// Takes a token, returning how long the caller must wait before using it (zero when one
     /// is free now). Reservations queue up: the bucket may go negative.
     mutating func reserve(now: Duration) -> Duration {
-        let elapsed = Double((now - last).components.seconds) + Double((now - last).components.attoseconds) / 1e18
+        let elapsed = (now - last) / .seconds(1)
         tokens = min(burst, tokens + max(0, elapsed) * rate)
         last = now
         tokens -= 1

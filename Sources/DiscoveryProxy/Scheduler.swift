@@ -24,6 +24,10 @@ extension Duration {
         let (sum, carry) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
         return carry ? (whole < 0 ? .min : .max) : sum
     }
+
+    /// Whole milliseconds (toward zero), for logs and the millisecond fields of DSO TLVs;
+    /// integer arithmetic, so that a configured 15 s is 15000 exactly.
+    var wholeMilliseconds: Int64 { nanoseconds / 1_000_000 }
 }
 
 /// Production scheduler on a private serial Dispatch queue.
