@@ -93,13 +93,13 @@ public struct ResolvedService: Sendable, Hashable {
     public var txtEntries: [TXTEntry] { TXTRecord.parse(self.txt) }
 }
 
-/// Unicast DNS-SD (RFC 6763) over a `DNSTransport`: browse, resolve, service-type and
+/// Unicast DNS-SD (RFC 6763) over a `DNSSocketClient`: browse, resolve, service-type and
 /// browse-domain enumeration. Every call is blocking; queries that do not depend on each
 /// other are sent together.
 public struct DNSSDClient: Sendable {
-    public var transport: DNSTransport
+    public var transport: DNSSocketClient
 
-    public init(transport: DNSTransport) {
+    public init(transport: DNSSocketClient) {
         self.transport = transport
     }
 
@@ -215,8 +215,8 @@ public struct DNSSDClient: Sendable {
         func collect(_ records: [ResourceRecord]) {
             for record in records where record.name == target {
                 switch record.rdata {
-                case .a(let bytes): if !v4.contains(formatAddress(bytes)) { v4.append(formatAddress(bytes)) }
-                case .aaaa(let bytes): if !v6.contains(formatAddress(bytes)) { v6.append(formatAddress(bytes)) }
+                case .a(let bytes): if !v4.contains(IPAddressText.format(bytes)) { v4.append(IPAddressText.format(bytes)) }
+                case .aaaa(let bytes): if !v6.contains(IPAddressText.format(bytes)) { v6.append(IPAddressText.format(bytes)) }
                 default: continue
                 }
             }

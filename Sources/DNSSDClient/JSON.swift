@@ -1,4 +1,6 @@
 /// A minimal JSON value with a fixed key order, so `--json` output is stable byte for byte.
+/// Foundation's `JSONEncoder` keeps no key order (only `.sortedKeys`, alphabetical), and the
+/// documented order of `--json` output (`Output`) is part of the CLI's interface.
 public indirect enum JSONValue: Sendable, Hashable {
     case string(String)
     case int(Int)
@@ -6,10 +8,17 @@ public indirect enum JSONValue: Sendable, Hashable {
     case null
     case array([JSONValue])
     /// Keys in the order they are written.
-    case object([(String, JSONValue)])
+    case members([Member])
 
-    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool { lhs.rendered == rhs.rendered }
-    public func hash(into hasher: inout Hasher) { hasher.combine(self.rendered) }
+    public struct Member: Sendable, Hashable {
+        public var key: String
+        public var value: JSONValue
+    }
+
+    /// An object from `(key, value)` pairs, in the order given.
+    public static func object(_ pairs: [(String, JSONValue)]) -> JSONValue {
+        .members(pairs.map { Member(key: $0.0, value: $0.1) })
+    }
 
     /// Compact JSON text (RFC 8259), UTF-8 kept as is, control characters escaped.
     public var rendered: String {
@@ -31,13 +40,13 @@ public indirect enum JSONValue: Sendable, Hashable {
                 value.write(to: &out)
             }
             out += "]"
-        case .object(let members):
+        case .members(let members):
             out += "{"
-            for (index, (key, value)) in members.enumerated() {
+            for (index, member) in members.enumerated() {
                 if index > 0 { out += "," }
-                Self.writeString(key, to: &out)
+                Self.writeString(member.key, to: &out)
                 out += ":"
-                value.write(to: &out)
+                member.value.write(to: &out)
             }
             out += "}"
         }

@@ -205,8 +205,11 @@ public enum Output {
     }
 
     public static func watchJSON(added: Bool, time: String, row: OutputRow) -> String {
-        var members: [(String, JSONValue)] = [("event", .string(added ? "add" : "remove")), ("time", .string(time))]
-        if case .object(let rowMembers) = row.json { members += rowMembers }
-        return JSONValue.object(members).rendered
+        var members = [
+            JSONValue.Member(key: "event", value: .string(added ? "add" : "remove")),
+            JSONValue.Member(key: "time", value: .string(time)),
+        ]
+        if case .members(let rowMembers) = row.json { members += rowMembers }
+        return JSONValue.members(members).rendered
     }
 }

@@ -1,3 +1,5 @@
+import DNSWire
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -72,10 +74,7 @@ public struct ServerAddress: Sendable, Hashable, CustomStringConvertible {
 
     /// The address as text, without the port.
     public var host: String {
-        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
-        let family = self.family == .v4 ? AF_INET : AF_INET6
-        _ = address.withUnsafeBytes { inet_ntop(family, $0.baseAddress, &buffer, socklen_t(buffer.count)) }
-        let text = String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let text = IPAddressText.format(address)
         return zone.map { text + "%" + $0 } ?? text
     }
 
@@ -106,17 +105,4 @@ public struct ServerAddress: Sendable, Hashable, CustomStringConvertible {
             }
         }
     }
-}
-
-/// Formats 4 or 16 address bytes (A or AAAA RDATA) as text.
-public func formatAddress(_ bytes: [UInt8]) -> String {
-    let family: Int32
-    switch bytes.count {
-    case 4: family = AF_INET
-    case 16: family = AF_INET6
-    default: return bytes.map { String($0) }.joined(separator: ".")
-    }
-    var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
-    _ = bytes.withUnsafeBytes { inet_ntop(family, $0.baseAddress, &buffer, socklen_t(buffer.count)) }
-    return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }

@@ -1,3 +1,5 @@
+import NIOCore
+
 /// The transport a query arrived on; decides the size limit of the answer.
 public enum DNSTransport: String, Sendable {
     case udp
@@ -17,15 +19,12 @@ public struct DNSClient: Sendable, CustomStringConvertible {
         self.transport = transport
     }
 
+    /// `192.0.2.1:53/udp`, `[2001:db8::1]:53/tcp`: the address as NIO (`inet_ntop`) writes it.
     public var description: String {
-        if address.count == 4 {
-            return address.map(String.init).joined(separator: ".") + ":\(port)/\(transport.rawValue)"
-        }
-        var groups: [String] = []
-        for i in stride(from: 0, to: address.count - 1, by: 2) {
-            groups.append(String(UInt16(address[i]) << 8 | UInt16(address[i + 1]), radix: 16))
-        }
-        return "[" + groups.joined(separator: ":") + "]:\(port)/\(transport.rawValue)"
+        let text =
+            (try? SocketAddress(packedIPAddress: ByteBuffer(bytes: address), port: port))?.ipAddress
+            ?? address.map(String.init).joined(separator: ".")
+        return (address.count == 16 ? "[\(text)]" : text) + ":\(port)/\(transport.rawValue)"
     }
 }
 

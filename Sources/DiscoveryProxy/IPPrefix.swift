@@ -91,34 +91,8 @@ public struct IPPrefix: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { "\(IPPrefix.format(address))/\(length)" }
 
-    /// Text form of an address: dotted quad, or RFC 5952-style IPv6.
-    public static func format(_ address: [UInt8]) -> String {
-        if address.count == 4 { return address.map(String.init).joined(separator: ".") }
-        var groups: [UInt16] = []
-        for i in stride(from: 0, to: 16, by: 2) { groups.append(UInt16(address[i]) << 8 | UInt16(address[i + 1])) }
-        // Longest run of zero groups (length ≥ 2) becomes "::".
-        var bestStart = -1
-        var bestLength = 1
-        var i = 0
-        while i < 8 {
-            if groups[i] == 0 {
-                var j = i
-                while j < 8 && groups[j] == 0 { j += 1 }
-                if j - i > bestLength {
-                    bestStart = i
-                    bestLength = j - i
-                }
-                i = j
-            } else {
-                i += 1
-            }
-        }
-        let text = groups.map { String($0, radix: 16) }
-        if bestStart < 0 { return text.joined(separator: ":") }
-        let head = text[0..<bestStart].joined(separator: ":")
-        let tail = text[(bestStart + bestLength)...].joined(separator: ":")
-        return head + "::" + tail
-    }
+    /// An address as text (`IPAddressText`, RFC 5952 for IPv6).
+    public static func format(_ address: [UInt8]) -> String { IPAddressText.format(address) }
 
     /// Parses `192.0.2.0/24` or `2001:db8::/64`.
     public init?(_ text: String) {

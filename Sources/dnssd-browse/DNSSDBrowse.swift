@@ -168,7 +168,7 @@ struct DNSSDBrowse: ParsableCommand {
             }
             server = first
         }
-        let client = DNSSDClient(transport: DNSTransport(server: server, timeout: self.timeout, tcpOnly: self.tcp))
+        let client = DNSSDClient(transport: DNSSocketClient(server: server, timeout: self.timeout, tcpOnly: self.tcp))
         let serverText = server.description
 
         let searchDomains: [DNSName]

@@ -49,7 +49,7 @@ struct RoundTripTests {
 
     func client(_ server: FakeDNSServer, timeout: Double = 3, tcp: Bool = false) throws -> DNSSDClient {
         DNSSDClient(
-            transport: DNSTransport(
+            transport: DNSSocketClient(
                 server: try ServerAddress(parsing: "127.0.0.1:\(server.port)"), timeout: timeout, tcpOnly: tcp, retryInterval: 0.3))
     }
 
@@ -149,7 +149,7 @@ struct RoundTripTests {
         }
         close(fd)
         let port = UInt16(bigEndian: address.sin_port)
-        let transport = DNSTransport(server: try ServerAddress(parsing: "127.0.0.1:\(port)"), timeout: 2, retryInterval: 0.3)
+        let transport = DNSSocketClient(server: try ServerAddress(parsing: "127.0.0.1:\(port)"), timeout: 2, retryInterval: 0.3)
         #expect(throws: DNSSDError.connectionRefused(server: "127.0.0.1:\(port)", transport: "UDP")) {
             try DNSSDClient(transport: transport).browse(type: try ServiceNames.parseServiceType("_ipp._tcp"), domain: Self.zone)
         }

@@ -16,7 +16,7 @@ import Darwin
 /// - A UDP answer with TC=1 is asked again over TCP (RFC 1035 §4.2.1).
 ///
 /// Answers are matched on ID, QR and question; anything else is ignored.
-public struct DNSTransport: Sendable {
+public struct DNSSocketClient: Sendable {
     public var server: ServerAddress
     /// Total time allowed for one exchange (per transport), in seconds.
     public var timeout: Double
