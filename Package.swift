@@ -46,7 +46,10 @@ let package = Package(
         // mDNS backend protocol and its avahi implementation; no NIO.
         .target(
             name: "MDNS",
-            dependencies: ["DNSWire", "CAvahiClient", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "DNSWire", "CAvahiClient", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
             swiftSettings: swiftSettings
         ),
         // RFC 8766 logic: zones, name mapping, browses, cache, query answering. No sockets.
@@ -166,7 +169,13 @@ let package = Package(
         ),
         .testTarget(name: "DNSSDClientTests", dependencies: ["DNSSDClient", "DNSWire"], swiftSettings: swiftSettings),
         .testTarget(name: "ProxyAppTests", dependencies: ["ProxyApp", "DiscoveryProxy", "DNSWire", "DNSServer"], swiftSettings: swiftSettings),
-        .testTarget(name: "DiscoveryProxyTests", dependencies: ["DiscoveryProxy", "DNSWire", "MDNS"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "DiscoveryProxyTests",
+            dependencies: [
+                "DiscoveryProxy", "DNSWire", "MDNS", .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "DNSServerTests",
             dependencies: [

@@ -60,9 +60,6 @@ public final class MetricsBridge: Sendable {
         }
         counter("received.udp", "dns_queries_received_total", [("transport", "udp")])
         counter("received.tcp", "dns_queries_received_total", [("transport", "tcp")])
-        counter("backend.reconnects", "mdns_backend_reconnects_total")
-        counter("malformed", "dns_malformed_queries_total")
-        counter("refused", "dns_refused_queries_total")
         self.state = Mutex(state)
     }
 
@@ -88,9 +85,6 @@ public final class MetricsBridge: Sendable {
                 "tcp.closed_client": status.tcp.closedClient,
                 "received.udp": status.udpQueriesReceived,
                 "received.tcp": status.tcpQueriesReceived,
-                "backend.reconnects": status.avahi.reconnects,
-                "malformed": status.proxy.formErr,
-                "refused": status.proxy.refused,
             ]
             for (key, value) in values {
                 state.counters[key]?.advance(to: value)

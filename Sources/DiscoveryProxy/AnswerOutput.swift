@@ -1,5 +1,6 @@
 import DNSWire
 import Logging
+import Metrics
 import Synchronization
 
 /// The last step of every query: encodes the reply within the client's size limit (a reply
@@ -7,12 +8,13 @@ import Synchronization
 /// (`AnswerMemo`), hands the front end a `ReplayTicket` where the answer may be replayed,
 /// and records the answer's metrics.
 final class AnswerOutput: Sendable {
-    let metrics = ProxyMetrics()
+    let metrics: ProxyMetrics
     private let memo = Mutex(AnswerMemo())
     private let scheduler: any ProxyScheduler
     private let logger: Logger
 
-    init(scheduler: any ProxyScheduler, logger: Logger) {
+    init(scheduler: any ProxyScheduler, logger: Logger, metrics: ProxyMetrics) {
+        self.metrics = metrics
         self.scheduler = scheduler
         self.logger = logger
     }

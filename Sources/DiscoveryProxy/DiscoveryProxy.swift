@@ -1,6 +1,7 @@
 import DNSWire
 import Logging
 import MDNS
+import Metrics
 import Synchronization
 
 /// The RFC 8766 Discovery Proxy: answers unicast DNS queries for link zones from mDNS.
@@ -43,15 +44,17 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         var subscriptions = SubscriptionTable()
     }
 
+    /// `metricsFactory`: where the proxy's instruments go (`ProxyMetrics`); the executable's
+    /// bootstrapped factory by default.
     public init(
         configuration: ProxyConfiguration, backend: any MDNSBackend, scheduler: any ProxyScheduler,
-        logger: Logger
+        logger: Logger, metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) {
         self.current = Mutex(QueryIntake(catalog: Catalog(configuration: configuration)))
         self.backend = backend
         self.scheduler = scheduler
         self.logger = logger
-        self.output = AnswerOutput(scheduler: scheduler, logger: logger)
+        self.output = AnswerOutput(scheduler: scheduler, logger: logger, metrics: ProxyMetrics(factory: metricsFactory))
         self.state = Mutex(State())
         metrics.prepare(links: configuration.links.map(\.interface))
         scheduleSweep()
@@ -164,6 +167,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         case .malformed(let reply, let isDSO, let error):
             logger.debug("malformed query", metadata: ["dns.id": "\(reply.id)", "dns.error": "\(error)"])
             count(isDSO ? \.notImp : \.formErr)
+            if !isDSO { metrics.malformed() }
             output.finish(reply, context, cache: "error")
         case .clientRefused(let reply):
             state.withLock {
@@ -171,14 +175,17 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
                 $0.stats.aclRefused += 1
             }
             metrics.aclRefused()
+            metrics.refused()
             if let client { logger.debug("client not allowed", metadata: ["dns.client": "\(IPPrefix.format(client))"]) }
             // Not replayable: each refusal is counted and logged as an ACL event.
             output.finish(reply, context, cache: "immediate")
         case .protocolFailure(let reply, let rcode):
             count(rcode == .notImp ? \.notImp : rcode == .formErr ? \.formErr : \.badVers)
+            if rcode == .formErr { metrics.malformed() }
             output.finish(reply, context, cache: "immediate")
         case .refused(let reply):
             count(\.refused)
+            metrics.refused()
             logger.debug("refused", metadata: ["dns.qname": "\(reply.questions[0].name)"])
             output.finish(reply, context, cache: "immediate", replay: .refused)
         case .immediate(let reply):
@@ -290,6 +297,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             case .refused: state.stats.refused += n
             }
         }
+        if kind == .refused { metrics.refused(n) }
     }
 
     /// Retires every replay ticket issued so far. Called after the change it announces, so a

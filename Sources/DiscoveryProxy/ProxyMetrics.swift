@@ -1,13 +1,16 @@
 import Metrics
 import Synchronization
 
-/// The proxy's swift-metrics instruments, created once per label set and reused (creating a
-/// metric goes through the factory's lock). Whatever backend the executable bootstrapped
-/// (Prometheus) receives them; in tests the default is a no-op.
+/// The proxy logic's instruments, all declared in this file and incremented where the event
+/// happens (no counter is mirrored from a snapshot): `ProxyMetrics` for queries and mDNS,
+/// `PushMetrics` for DNS Push. Created once per label set and reused (creating a metric goes
+/// through the factory's lock), through the factory given (the executable's Prometheus
+/// factory by default, `MetricsTestKit`'s `TestMetrics` in tests).
 ///
 /// Label sets are fixed per name (Prometheus rejects a name registered with two label sets),
 /// and no label ever carries a query name.
 final class ProxyMetrics: Sendable {
+    private let factory: any MetricsFactory
     private let counters = Mutex<[Key: Counter]>([:])
     private let timers = Mutex<[Key: Timer]>([:])
     private let answerCounters = Mutex<[Key: AnswerCounters]>([:])
@@ -29,6 +32,10 @@ final class ProxyMetrics: Sendable {
             self.value1 = dimensions.count > 1 ? dimensions[1].1 : ""
             self.value2 = dimensions.count > 2 ? dimensions[2].1 : ""
         }
+    }
+
+    init(factory: any MetricsFactory = MetricsSystem.factory) {
+        self.factory = factory
     }
 
     /// The counters of answers with these labels, for `answered` and for the replay tickets
@@ -61,6 +68,8 @@ final class ProxyMetrics: Sendable {
     /// dashboards and alerts see them at 0 from the start.
     func prepare(links: [String]) {
         _ = counter("dns_acl_refused_total", [])
+        _ = counter("dns_malformed_queries_total", [])
+        _ = counter("dns_refused_queries_total", [])
         _ = counter("dns_answers_replayed_total", [("transport", "udp")])
         _ = counter("dns_answers_replayed_total", [("transport", "tcp")])
         for link in links {
@@ -72,12 +81,17 @@ final class ProxyMetrics: Sendable {
     func mdnsQueryStarted(link: String) { counter("mdns_queries_started_total", [("link", link)]).increment() }
     func mdnsRateLimited(link: String) { counter("mdns_queries_rate_limited_total", [("link", link)]).increment() }
     func aclRefused() { counter("dns_acl_refused_total", []).increment() }
+    /// `dns_malformed_queries_total`: answered FORMERR (undecodable, or not one question).
+    func malformed() { counter("dns_malformed_queries_total", []).increment() }
+    /// `dns_refused_queries_total`: answered REFUSED (outside the zones, or the client ACL),
+    /// replayed refusals included.
+    func refused(_ count: Int = 1) { counter("dns_refused_queries_total", []).increment(by: count) }
 
     private func counter(_ label: String, _ dimensions: [(String, String)]) -> Counter {
         let key = Key(label, dimensions)
         return counters.withLock { cache in
             if let counter = cache[key] { return counter }
-            let counter = Counter(label: label, dimensions: dimensions)
+            let counter = Counter(label: label, dimensions: dimensions, factory: factory)
             cache[key] = counter
             return counter
         }
@@ -87,7 +101,7 @@ final class ProxyMetrics: Sendable {
         let key = Key(label, dimensions)
         return timers.withLock { cache in
             if let timer = cache[key] { return timer }
-            let timer = Timer(label: label, dimensions: dimensions, preferredDisplayUnit: .seconds)
+            let timer = Timer(label: label, dimensions: dimensions, preferredDisplayUnit: .seconds, factory: factory)
             cache[key] = timer
             return timer
         }
@@ -106,5 +120,34 @@ final class AnswerCounters: Sendable {
     init(queries: Counter, replayed: Counter) {
         self.queries = queries
         self.replayed = replayed
+    }
+}
+
+/// DNS Push instruments: `dns_push_sessions` and `dns_push_subscriptions` (gauges),
+/// `dns_push_messages_sent_total` and `dns_push_bytes_sent_total` (PUSH messages), and
+/// `dns_push_sessions_ended_total{reason}`.
+final class PushMetrics: Sendable {
+    private let sessions = Gauge(label: "dns_push_sessions")
+    private let subscriptions = Gauge(label: "dns_push_subscriptions")
+    private let messagesSent = Counter(label: "dns_push_messages_sent_total")
+    private let bytesSent = Counter(label: "dns_push_bytes_sent_total")
+    private let ended: [PushSessionEnd: Counter]
+
+    init() {
+        var ended: [PushSessionEnd: Counter] = [:]
+        for reason in PushSessionEnd.allCases {
+            ended[reason] = Counter(label: "dns_push_sessions_ended_total", dimensions: [("reason", reason.rawValue)])
+        }
+        self.ended = ended
+        sessions.record(0)
+        subscriptions.record(0)
+    }
+
+    func sessionEnded(_ reason: PushSessionEnd) { ended[reason]?.increment() }
+    func sessions(_ count: Int) { sessions.record(count) }
+    func subscriptions(_ count: Int) { subscriptions.record(count) }
+    func pushSent(bytes: Int) {
+        messagesSent.increment()
+        bytesSent.increment(by: bytes)
     }
 }

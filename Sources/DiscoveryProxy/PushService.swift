@@ -78,3 +78,19 @@ public final class PushService: Sendable {
         }
     }
 }
+
+/// Why a DSO session ended (a metric label; bounded).
+public enum PushSessionEnd: String, Sendable, CaseIterable {
+    /// The client closed the connection.
+    case client
+    /// No subscription and no traffic for the inactivity limit (RFC 8490 §6.4.1).
+    case inactivity
+    /// No traffic at all for twice the keepalive interval (§6.5).
+    case keepalive
+    /// A fatal protocol error (§5.3: duplicate SUBSCRIBE, unknown response ID, ...).
+    case protocolError = "protocol_error"
+    /// Refused at the session limit, with a Retry Delay.
+    case limit
+    /// Server shutdown (Retry Delay sent first).
+    case shutdown
+}

@@ -1,5 +1,6 @@
 import DNSWire
 import Logging
+import Metrics
 import Synchronization
 internal import CAvahiClient
 
@@ -63,6 +64,8 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     private var inOutage = false
     /// Outages recovered from (the daemon came back and queries were re-created).
     private var reconnects = 0
+    /// `mdns_backend_reconnects_total`: the same count, for metrics (the module's one instrument).
+    private let reconnectsMetric = Counter(label: "mdns_backend_reconnects_total")
     /// Fires once on the poll thread to learn its identity.
     private var bootstrapTimer: OpaquePointer?
 
@@ -453,6 +456,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
             if self.inOutage && self.slots.allSatisfy({ $0.status == .running || $0 === slot }) {
                 self.inOutage = false
                 self.reconnects += 1
+                self.reconnectsMetric.increment()
                 self.logger.info(
                     "avahi-daemon is back; re-creating queries",
                     metadata: ["mdns.client": "\(slot.id)", "mdns.daemon": "\(version)"]

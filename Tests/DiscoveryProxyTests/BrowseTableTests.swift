@@ -97,7 +97,7 @@ struct BrowseTableTests {
         let other = BrowseKey(interface: "eth1", name: try! DNSName("_http._tcp.local."), type: .ptr)
         let third = BrowseKey(interface: "eth1", name: try! DNSName("_smb._tcp.local."), type: .ptr)
         _ = lookup(&table, key, at: 0)
-        _ = lookup(&table, other, at: 0)
+        _ = lookup(&table, other, at: 1)  // `key` is the least recently used
         guard case .full = lookup(&table, third, at: 1) else {
             Issue.record("every browse has a waiter: none may go")
             return

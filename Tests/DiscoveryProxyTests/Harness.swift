@@ -2,6 +2,7 @@ import DNSWire
 import DiscoveryProxy
 import Logging
 import MDNS
+import Metrics
 import Synchronization
 
 /// A proxy over a scripted backend and a manual clock, with helpers to query it.
@@ -10,7 +11,7 @@ struct Harness {
     let clock = ManualScheduler()
     let proxy: DiscoveryProxy
 
-    init(_ adjust: (inout ProxyConfiguration) -> Void = { _ in }) {
+    init(metrics: (any MetricsFactory)? = nil, _ adjust: (inout ProxyConfiguration) -> Void = { _ in }) {
         var config = ProxyConfiguration(
             links: [
                 Link(interface: "eth1", zone: try! DNSName("lab1.example."), subnets: [IPPrefix("192.0.2.0/24")!, IPPrefix("2001:db8:1::/64")!]),
@@ -18,7 +19,9 @@ struct Harness {
             ],
             serverName: try! DNSName("ns.example."))
         adjust(&config)
-        proxy = DiscoveryProxy(configuration: config, backend: backend, scheduler: clock, logger: Logger(label: "test"))
+        proxy = DiscoveryProxy(
+            configuration: config, backend: backend, scheduler: clock, logger: Logger(label: "test"),
+            metricsFactory: metrics ?? MetricsSystem.factory)
     }
 
     /// A harness whose `_ipp._tcp` browse on lab1 has `instance` as its one record and is a

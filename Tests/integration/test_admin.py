@@ -134,8 +134,10 @@ def test_healthz_follows_avahi(lab, restore_avahi):
     """Issue "admin endpoint": GET /healthz is 200 `ok` while the proxy can do its job; when
     the router's avahi-daemon goes away it turns 503 within ~10 s with one reason per line
     naming avahi; when avahi-daemon is back it is 200 again within 15 s (README: the proxy
-    reconnects by itself), with the same proxy process."""
+    reconnects by itself), with the same proxy process, and mdns_backend_reconnects_total
+    has counted the outage once."""
     pid = lab.proxy.pid
+    reconnects_before = metric(scrape()[0], "mdns_backend_reconnects_total")
     status, text = healthz()
     assert (status, text.strip()) == (200, "ok"), (status, text)
 
@@ -163,6 +165,7 @@ def test_healthz_follows_avahi(lab, restore_avahi):
                what="/healthz to return 200 ok after avahi-daemon came back")
     print("200 again %.1fs after avahi-daemon started" % (time.monotonic() - t_up))
     assert lab.proxy.poll() is None and lab.proxy.pid == pid
+    assert metric(scrape()[0], "mdns_backend_reconnects_total") - reconnects_before == 1
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,67 @@
+import DNSWire
+import MetricsTestKit
+import Synchronization
+import Testing
+
+@testable import DiscoveryProxy
+
+/// The proxy's instruments are incremented where the event happens (`ProxyMetrics`), read
+/// here through swift-metrics' `TestMetrics` instead of a Prometheus scrape.
+@Suite("Proxy metrics")
+struct ProxyMetricsTests {
+    func value(_ metrics: TestMetrics, _ label: String, _ dimensions: [(String, String)] = []) throws -> Int64 {
+        try metrics.expectCounter(label, dimensions).totalValue
+    }
+
+    @Test("created at 0 before any query, so dashboards see them from the start")
+    func preparedAtZero() throws {
+        let metrics = TestMetrics()
+        _ = Harness(metrics: metrics)
+        for label in ["dns_malformed_queries_total", "dns_refused_queries_total", "dns_acl_refused_total"] {
+            #expect(try value(metrics, label) == 0, "\(label)")
+        }
+        #expect(try value(metrics, "mdns_queries_started_total", [("link", "eth1")]) == 0)
+    }
+
+    @Test("FORMERR answers move dns_malformed_queries_total; a DSO message over UDP (NOTIMP) does not")
+    func malformed() throws {
+        let metrics = TestMetrics()
+        let h = Harness(metrics: metrics)
+        _ = h.send([0, 7, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xFF])  // QDCOUNT 1, a question cut short
+        let two = Message(
+            id: 8, questions: [Question(name: try DNSName("lab1.example."), type: .soa), Question(name: try DNSName("lab2.example."), type: .soa)])
+        _ = h.send(try two.encode())  // QDCOUNT 2 (RFC 8766 §5.1 wants one)
+        _ = h.send([0, 9, 0x30, 0, 0, 0, 0, 0, 0, 0, 0, 0])  // OPCODE 6 (DSO), no TLVs
+        #expect(try value(metrics, "dns_malformed_queries_total") == 2)
+        #expect(h.proxy.stats.formErr == 2)
+    }
+
+    @Test("REFUSED answers move dns_refused_queries_total: outside the zones, the ACL, and their replays")
+    func refused() throws {
+        let metrics = TestMetrics()
+        let h = Harness(metrics: metrics) { $0.allowedClients = [IPPrefix("192.0.2.0/24")!] }
+        let tickets = Mutex<[ReplayTicket]>([])
+        let outside = try Message(id: 1, questions: [Question(name: DNSName("www.example.org."), type: .a)]).encode()
+        h.proxy.handle(query: outside, overTCP: false, client: [192, 0, 2, 9]) { (reply: ProxyReply) in
+            if let ticket = reply.replay { tickets.withLock { $0.append(ticket) } }
+        }
+        h.proxy.handle(query: outside, overTCP: false, client: [198, 51, 100, 7]) { (_: ProxyReply) in }
+        #expect(try value(metrics, "dns_refused_queries_total") == 2)
+        #expect(try value(metrics, "dns_acl_refused_total") == 1)
+        let ticket = try #require(tickets.withLock { $0.first })
+        h.proxy.replayed(ticket, count: 3)
+        #expect(try value(metrics, "dns_refused_queries_total") == 5)
+        #expect(h.proxy.stats.refused == 5)
+    }
+
+    @Test("every answer is counted by transport, qtype and rcode, and timed by cache outcome")
+    func answers() throws {
+        let metrics = TestMetrics()
+        let h = Harness(metrics: metrics)
+        h.ask("lab1.example.", .soa)
+        h.ask("lab1.example.", .soa, tcp: true)
+        #expect(try value(metrics, "dns_queries_total", [("transport", "udp"), ("qtype", "SOA"), ("rcode", "NOERROR")]) == 1)
+        #expect(try value(metrics, "dns_queries_total", [("transport", "tcp"), ("qtype", "SOA"), ("rcode", "NOERROR")]) == 1)
+        #expect(try metrics.expectTimer("dns_answer_duration_seconds", [("cache", "immediate")]).values.count == 2)
+    }
+}
