@@ -1,7 +1,7 @@
 /// Encoded cache-hit answers by query, shared by every client: a client's first query for a
 /// question another client has asked since the last change gets a copy of that answer with
-/// its own ID, instead of a snapshot, a `Message` and an ldns encoding (about 100 µs for a
-/// browse whose additional records must be cut to fit, against a few µs for the copy).
+/// its own ID, instead of a snapshot, a `Message` and an ldns encoding (measured in
+/// docs/BENCHMARKS.md: the copy is an order of magnitude cheaper).
 ///
 /// The front ends' replay caches do the same per client and per event loop, without the
 /// proxy; this is the shared level behind them, so that many clients asking the same few

@@ -17,8 +17,8 @@ final class ProxyMetrics: Sendable {
 
     /// A metric's name and label values. The label names are fixed per metric name, so they
     /// are not part of the key. No string is built for a lookup: the values are the short
-    /// literals and labels the callers already hold (a joined string key cost thousands of
-    /// instructions per answer, and per replayed entry at each replay-cache sweep).
+    /// literals and labels the callers already hold (a joined string key was a measurable
+    /// cost per answer: docs/BENCHMARKS.md, "Fifth round").
     private struct Key: Hashable {
         let label: String
         let value0: String

@@ -19,9 +19,8 @@ public struct ReplayTicket: Sendable {
     /// Which counter of `ProxyStats` a replay adds to, as the original answer did.
     let kind: Kind
     /// The metric counters a replay adds to, found when the answer was counted: every loop's
-    /// replay cache reports each entry every second, and two metric lookups per entry (a lock,
-    /// an array and a four-string hash each) made that sweep a stall of about 1.5 ms per 1,000
-    /// entries on the loop.
+    /// replay cache reports each entry every second, and a metric lookup per entry there
+    /// stalls the loop (docs/BENCHMARKS.md, "Fifth round": the periodic work).
     let counters: AnswerCounters
 
     enum Kind: Sendable {
