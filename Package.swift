@@ -179,7 +179,7 @@ let package = Package(
         .testTarget(
             name: "DNSServerTests",
             dependencies: [
-                "DNSServer",
+                "DNSServer", .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -9,15 +9,15 @@ import NIOCore
 /// - `GET /`: HTML status page.
 /// - `GET /api/services`: the `AdminStatus` as JSON.
 /// - `GET /healthz`: 200 `ok`, or 503 with one reason per line.
-/// - `GET /metrics`: Prometheus text format of `registry`, after mirroring the snapshot into it.
+/// - `GET /metrics`: Prometheus text format of `registry`, after setting its level gauges from a snapshot.
 /// - `POST /reload`: `source.reload()`; 200 `reloaded`, or 400 with one error per line.
 ///
-/// Call once per registry (it creates the snapshot metrics through a `MetricsBridge`).
+/// Call once per registry (it creates the snapshot gauges through `ScrapeGauges`).
 public func buildAdminRouter(
     source: some AdminStatusSource,
     registry: PrometheusCollectorRegistry
 ) -> Router<BasicRequestContext> {
-    let bridge = MetricsBridge(registry: registry)
+    let gauges = ScrapeGauges(registry: registry)
     let router = Router(context: BasicRequestContext.self)
 
     router.get("/") { _, _ -> Response in
@@ -39,7 +39,7 @@ public func buildAdminRouter(
     }
 
     router.get("/metrics") { _, _ -> Response in
-        bridge.update(from: source.adminStatus())
+        gauges.update(from: source.adminStatus())
         return AdminResponse.bytes(registry.emitToBuffer(), contentType: "text/plain; version=0.0.4; charset=utf-8")
     }
 

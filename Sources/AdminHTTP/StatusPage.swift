@@ -59,7 +59,7 @@ public enum StatusPage {
             "UDP \(formatCount(status.udpQueriesReceived)) · TCP \(formatCount(status.tcpQueriesReceived))")
         card(
             "Cache hit ratio",
-            lookups > 0 ? "\(Int((MetricsBridge.hitRatio(proxy) * 100).rounded())) %" : "—",
+            lookups > 0 ? "\(Int((ScrapeGauges.hitRatio(proxy) * 100).rounded())) %" : "—",
             "\(formatCount(proxy.cacheHits)) hits · \(formatCount(proxy.cacheMisses)) misses")
         card(
             "Cache misses", formatCount(proxy.cacheMisses),

@@ -51,7 +51,9 @@ public final class DNSServer: Service, Sendable {
     private let logger: Logger
     private let onBound: (@Sendable ([DNSServerBoundAddress]) -> Void)?
 
-    private let counters = DNSServerCounters()
+    /// Exported as metrics too: this is the DNS service's listener (the TLS listener's
+    /// connections are DNS Push sessions, counted by the Push metrics).
+    private let counters = DNSServerCounters(metrics: DNSServerMetrics())
     private let registry: TCPConnectionRegistry
     private let udpDrain = UDPDrainState()
     /// Answers the responder allowed to be replayed, one cache per event loop; nil when

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Synchronization
 
 /// A snapshot of the front ends' counters (`DNSServer.stats()`).
@@ -42,16 +43,66 @@ enum TCPCloseReason: String, Sendable {
     case shutdown
 }
 
-/// Thread-safe counters shared by all handlers of one server. The four per-query counters are
+/// The front ends' instruments, all of them declared in this file and incremented where the
+/// event happens: `dns_queries_received_total{transport}`, `dns_tcp_connections_total{event}`
+/// (`DNSServerCounters`) and `dns_rrl_responses_total{action}` (`RateLimitCounts`). The
+/// status page reads `DNSServerStats` snapshots of the same events; nothing is mirrored.
+final class DNSServerMetrics: Sendable {
+    let receivedUDP: Counter
+    let receivedTCP: Counter
+    let accepted: Counter
+    private let closed: [TCPCloseReason: Counter]
+
+    /// `factory`: the executable's bootstrapped factory by default, `TestMetrics` in tests.
+    init(factory: any MetricsFactory = MetricsSystem.factory) {
+        receivedUDP = Counter(label: "dns_queries_received_total", dimensions: [("transport", "udp")], factory: factory)
+        receivedTCP = Counter(label: "dns_queries_received_total", dimensions: [("transport", "tcp")], factory: factory)
+        accepted = Counter(label: "dns_tcp_connections_total", dimensions: [("event", "accepted")], factory: factory)
+        var closed: [TCPCloseReason: Counter] = [:]
+        // A shutdown closes every connection at once; it is not a connection event to watch.
+        for reason in [TCPCloseReason.idle, .limit, .error, .client] {
+            closed[reason] = Counter(
+                label: "dns_tcp_connections_total", dimensions: [("event", "closed_\(reason.rawValue)")], factory: factory)
+        }
+        self.closed = closed
+    }
+
+    func connectionClosed(_ reason: TCPCloseReason) { closed[reason]?.increment() }
+}
+
+/// Thread-safe counters shared by all handlers of one server, with the metrics they feed
+/// (none for a listener whose events are not exported). The four per-query counters are
 /// atomics (no lock on the answer path); the rest change rarely and sit behind a mutex.
 final class DNSServerCounters: Sendable {
     private let state = Mutex(DNSServerStats())
-    let udpQueriesReceived = Atomic<Int>(0)
-    let tcpQueriesReceived = Atomic<Int>(0)
+    private let udpQueriesReceived = Atomic<Int>(0)
+    private let tcpQueriesReceived = Atomic<Int>(0)
     let udpAnswersSent = Atomic<Int>(0)
     let tcpAnswersSent = Atomic<Int>(0)
+    private let metrics: DNSServerMetrics?
 
-    init() {}
+    init(metrics: DNSServerMetrics? = nil) {
+        self.metrics = metrics
+    }
+
+    func queryReceived(overTCP: Bool) {
+        if overTCP {
+            tcpQueriesReceived.add(1, ordering: .relaxed)
+            metrics?.receivedTCP.increment()
+        } else {
+            udpQueriesReceived.add(1, ordering: .relaxed)
+            metrics?.receivedUDP.increment()
+        }
+    }
+
+    /// Every accepted connection, including those closed at once for a limit.
+    func connectionAccepted(admitted: Bool) {
+        state.withLock { stats in
+            stats.tcpConnectionsAccepted += 1
+            if admitted { stats.tcpConnectionsOpen += 1 }
+        }
+        metrics?.accepted.increment()
+    }
 
     func snapshot() -> DNSServerStats {
         var stats = self.state.withLock { $0 }
@@ -67,6 +118,7 @@ final class DNSServerCounters: Sendable {
     }
 
     func connectionClosed(_ reason: TCPCloseReason, wasOpen: Bool) {
+        metrics?.connectionClosed(reason)
         self.state.withLock { stats in
             if wasOpen { stats.tcpConnectionsOpen -= 1 }
             switch reason {
@@ -78,4 +130,12 @@ final class DNSServerCounters: Sendable {
             }
         }
     }
+}
+
+/// Answers the response rate limit dropped or slipped (`RateLimitedResponder`).
+final class RateLimitCounts: Sendable {
+    let limited = Atomic<Int>(0)
+    let slipped = Atomic<Int>(0)
+    let limitedMetric = Counter(label: "dns_rrl_responses_total", dimensions: [("action", "dropped")])
+    let slippedMetric = Counter(label: "dns_rrl_responses_total", dimensions: [("action", "slipped")])
 }

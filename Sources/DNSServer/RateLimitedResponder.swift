@@ -56,10 +56,3 @@ public struct RateLimitedResponder: DNSResponder {
         }
     }
 }
-
-private final class RateLimitCounts: Sendable {
-    let limited = Atomic<Int>(0)
-    let slipped = Atomic<Int>(0)
-    let limitedMetric = Counter(label: "dns_rrl_responses_total", dimensions: [("action", "dropped")])
-    let slippedMetric = Counter(label: "dns_rrl_responses_total", dimensions: [("action", "slipped")])
-}

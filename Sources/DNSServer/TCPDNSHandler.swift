@@ -135,10 +135,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
         self.loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
 
         let admission = self.registry.admit(context.channel, client: self.client.address)
-        self.counters.update { stats in
-            stats.tcpConnectionsAccepted += 1
-            if admission == .admitted { stats.tcpConnectionsOpen += 1 }
-        }
+        self.counters.connectionAccepted(admitted: admission == .admitted)
         guard admission == .admitted else {
             self.logger.debug("closing TCP connection over limit", metadata: ["dns.limit": "\(admission)"])
             self.state = .open
@@ -187,7 +184,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
             self.logger.debug("dropping zero-length TCP message")
             return
         }
-        self.counters.tcpQueriesReceived.add(1, ordering: .relaxed)
+        self.counters.queryReceived(overTCP: true)
         let message = Array(frame.readableBytesView)
         if let session = self.streamSession(for: message, context: context) {
             guard !isDSOMessage(message) else {

@@ -102,7 +102,7 @@ final class UDPDNSHandler: ChannelInboundHandler {
             self.counters.update { $0.udpDroppedShuttingDown += 1 }
             return
         }
-        self.counters.udpQueriesReceived.add(1, ordering: .relaxed)
+        self.counters.queryReceived(overTCP: false)
         let remote = envelope.remoteAddress
         let clientKey = ReplayCache.ClientKey(remote)
         if let cache = self.replayCache,

@@ -103,7 +103,9 @@ import Testing
         }
     }
 
-    @Test func metricsMirrorTheSnapshot() async throws {
+    /// Levels come from the snapshot at each scrape; counters are the modules' own (their
+    /// tests: ProxyMetricsTests, DNSServerMetricsTests), served from the same registry.
+    @Test func metricsShowTheSnapshotLevels() async throws {
         let source = FakeStatusSource()
         let registry = PrometheusCollectorRegistry()
         // Metrics recorded elsewhere into the same registry show up in the same scrape.
@@ -119,14 +121,7 @@ import Testing
                 #expect(response.headers[.contentType] == "text/plain; version=0.0.4; charset=utf-8")
                 return String(buffer: response.body)
             }
-            #expect(sample(text, #"dns_tcp_connections_total{event="accepted"}"#) == 3)
-            #expect(sample(text, #"dns_tcp_connections_total{event="closed_idle"}"#) == 1)
-            #expect(sample(text, #"dns_tcp_connections_total{event="closed_limit"}"#) == 0)
-            #expect(sample(text, #"dns_tcp_connections_total{event="closed_error"}"#) == 0)
-            #expect(sample(text, #"dns_tcp_connections_total{event="closed_client"}"#) == 0)
             #expect(sample(text, "dns_tcp_connections_open") == 2)
-            #expect(sample(text, #"dns_queries_received_total{transport="udp"}"#) == 1400)
-            #expect(sample(text, #"dns_queries_received_total{transport="tcp"}"#) == 123)
             #expect(sample(text, "dns_cache_entries") == 9)
             #expect(sample(text, "dns_cache_hit_ratio") == 0.8)
             #expect(sample(text, #"mdns_browses_active{link="eth1"}"#) == 6)
@@ -135,39 +130,25 @@ import Testing
             #expect(sample(text, "avahi_clients") == 1)
             #expect(sample(text, #"discovery_proxy_build_info{version="1.2.3"}"#) == 1)
             #expect(sample(text, #"dns_queries_total{transport="udp",qtype="PTR",rcode="NOERROR"}"#) == 4)
-            #expect(text.contains("# TYPE dns_tcp_connections_total counter"))
+            #expect(text.contains("# TYPE dns_queries_total counter"))
             #expect(text.contains("# TYPE dns_cache_hit_ratio gauge"))
             #expect(!text.contains("Office Printer"))  // never a name as a label
+            // No counter is made from the snapshot (that was a second metrics path).
+            #expect(sample(text, #"dns_tcp_connections_total{event="accepted"}"#) == nil)
 
             source.update {
-                $0.tcp.accepted = 5
                 $0.tcp.open = 0
-                $0.tcp.closedClient = 4
-                $0.udpQueriesReceived = 1500
                 $0.avahi.connected = false
-                $0.avahi.reconnects = 1
                 $0.proxy.cacheHits = 1300
                 $0.links.removeLast()  // eth2 left the configuration
                 $0.links[0].activeBrowses = 2
             }
             text = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
-            #expect(sample(text, #"dns_tcp_connections_total{event="accepted"}"#) == 5)
-            #expect(sample(text, #"dns_tcp_connections_total{event="closed_client"}"#) == 4)
             #expect(sample(text, "dns_tcp_connections_open") == 0)
-            #expect(sample(text, #"dns_queries_received_total{transport="udp"}"#) == 1500)
             #expect(sample(text, "mdns_backend_connected") == 0)
             #expect(sample(text, "dns_cache_hit_ratio") == 1300.0 / 1600.0)
             #expect(sample(text, #"mdns_browses_active{link="eth1"}"#) == 2)
             #expect(sample(text, #"mdns_browses_active{link="eth2"}"#) == nil)
-
-            // A scrape without change leaves counters where they are.
-            text = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
-            #expect(sample(text, #"dns_tcp_connections_total{event="accepted"}"#) == 5)
-
-            // A source that restarts from zero never makes a counter go down.
-            source.update { $0.tcp.accepted = 2 }
-            text = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
-            #expect(sample(text, #"dns_tcp_connections_total{event="accepted"}"#) == 7)
         }
     }
 

@@ -7,11 +7,12 @@ import Testing
     final class Harness {
         let channel = EmbeddedChannel()
         let responder = FakeResponder()
-        let counters = DNSServerCounters()
+        let counters: DNSServerCounters
         let drain = UDPDrainState()
         let client = try! SocketAddress(ipAddress: "203.0.113.5", port: 5300)
 
-        init(maxDatagramSize: Int = 4096) throws {
+        init(maxDatagramSize: Int = 4096, counters: DNSServerCounters = DNSServerCounters()) throws {
+            self.counters = counters
             try self.channel.pipeline.syncOperations.addHandler(
                 UDPDNSHandler(
                     responder: self.responder,

@@ -4,33 +4,17 @@ import Metrics
 import DiscoveryProxy
 import Synchronization
 
-/// Mirrors an `AdminStatus` snapshot into Prometheus metrics before each `/metrics` scrape.
+/// The levels `/metrics` shows, set from an `AdminStatus` snapshot before each scrape: open TCP
+/// connections, cache entries and hit ratio, the mDNS backend's connection and clients, live
+/// browses per link, and the build. No counters: every counter is incremented by its own
+/// module where the event happens (`ProxyMetrics`, `DNSServerMetrics`, the avahi backend).
 ///
-/// The metrics are made once, through swift-metrics backed by the given registry (an explicit
-/// `PrometheusMetricsFactory(registry:)`, not the global `MetricsSystem`). Levels become gauges;
-/// monotonic snapshot values become counters advanced by the change since the previous update.
-/// Create one bridge per registry: two bridges on one registry would advance the same counters twice.
-public final class MetricsBridge: Sendable {
+/// Made through swift-metrics backed by the given registry (an explicit
+/// `PrometheusMetricsFactory(registry:)`, not the global `MetricsSystem`).
+public final class ScrapeGauges: Sendable {
     private struct State {
-        var counters: [String: DeltaCounter] = [:]
         var linkGauges: [String: CoreMetrics.Gauge] = [:]
         var buildInfo: (version: String, gauge: CoreMetrics.Gauge)?
-    }
-
-    /// A counter that follows a monotonic value read from a snapshot.
-    private struct DeltaCounter {
-        let counter: CoreMetrics.Counter
-        var last = 0
-
-        mutating func advance(to value: Int) {
-            if value > self.last {
-                self.counter.increment(by: value - self.last)
-            } else if value < self.last {
-                // The source restarted from zero: what it counted since then is new.
-                self.counter.increment(by: max(0, value))
-            }
-            self.last = value
-        }
     }
 
     private let factory: PrometheusMetricsFactory
@@ -39,7 +23,7 @@ public final class MetricsBridge: Sendable {
     private let cacheHitRatio: CoreMetrics.Gauge
     private let backendConnected: CoreMetrics.Gauge
     private let avahiClients: CoreMetrics.Gauge
-    private let state: Mutex<State>
+    private let state = Mutex(State())
 
     public init(registry: PrometheusCollectorRegistry) {
         let factory = PrometheusMetricsFactory(registry: registry)
@@ -49,21 +33,9 @@ public final class MetricsBridge: Sendable {
         self.cacheHitRatio = CoreMetrics.Gauge(label: "dns_cache_hit_ratio", factory: factory)
         self.backendConnected = CoreMetrics.Gauge(label: "mdns_backend_connected", factory: factory)
         self.avahiClients = CoreMetrics.Gauge(label: "avahi_clients", factory: factory)
-
-        var state = State()
-        func counter(_ key: String, _ label: String, _ dimensions: [(String, String)] = []) {
-            let counter = CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
-            state.counters[key] = DeltaCounter(counter: counter)
-        }
-        for event in ["accepted", "closed_idle", "closed_limit", "closed_error", "closed_client"] {
-            counter("tcp.\(event)", "dns_tcp_connections_total", [("event", event)])
-        }
-        counter("received.udp", "dns_queries_received_total", [("transport", "udp")])
-        counter("received.tcp", "dns_queries_received_total", [("transport", "tcp")])
-        self.state = Mutex(state)
     }
 
-    /// Sets every gauge and advances every counter to match `status`.
+    /// Sets every gauge to match `status`.
     public func update(from status: AdminStatus) {
         self.tcpOpen.record(status.tcp.open)
         self.cacheEntries.record(status.proxy.activeBrowses)
@@ -77,19 +49,6 @@ public final class MetricsBridge: Sendable {
         }
 
         self.state.withLock { state in
-            let values: [String: Int] = [
-                "tcp.accepted": status.tcp.accepted,
-                "tcp.closed_idle": status.tcp.closedIdle,
-                "tcp.closed_limit": status.tcp.closedLimit,
-                "tcp.closed_error": status.tcp.closedError,
-                "tcp.closed_client": status.tcp.closedClient,
-                "received.udp": status.udpQueriesReceived,
-                "received.tcp": status.tcpQueriesReceived,
-            ]
-            for (key, value) in values {
-                state.counters[key]?.advance(to: value)
-            }
-
             // Links that left the configuration (after a reload) stop being reported.
             for (interface, gauge) in state.linkGauges where browsesPerLink[interface] == nil {
                 gauge.destroy()
