@@ -31,7 +31,13 @@ public struct AppConfiguration: Sendable, Equatable {
     /// A listen address is the front end's own type; parsing its text form lives here.
     public typealias ListenAddress = DNSServerConfiguration.ListenAddress
 
+    // Defaults of settings the proxy logic and the front ends own are theirs, written once
+    // there; the file's units (seconds, milliseconds) are derived from them.
+    private static let proxy = ProxyConfiguration(links: [], serverName: .root)
+    private static let server = DNSServerConfiguration()
+
     public var links: [LinkSpec] = []
+    /// IPv6 first: the order `--check-config` prints and the listeners bind in.
     public var listen: [ListenAddress] = [
         ListenAddress(host: "::", port: 53), ListenAddress(host: "0.0.0.0", port: 53),
     ]
@@ -40,22 +46,22 @@ public struct AppConfiguration: Sendable, Equatable {
     public var hostmaster: DNSName?
     public var logLevel = "info"
 
-    public var negativeTimeoutSeconds = 0.8
-    public var collectionWindowMilliseconds = 50
-    public var browseIdleTimeoutSeconds = 120.0
-    public var suppressLinkLocal = true
-    public var mdnsQueriesPerSecond = 20.0
-    public var mdnsQueryBurst = 40.0
-    public var maxUDPPayload = 1232
-    public var optimisticAnswers = true
-    public var optimisticMaxStalenessSeconds = 600.0
+    public var negativeTimeoutSeconds = proxy.negativeTimeout / .seconds(1)
+    public var collectionWindowMilliseconds = Int(proxy.collectionWindow / .milliseconds(1))
+    public var browseIdleTimeoutSeconds = proxy.browseIdleTimeout / .seconds(1)
+    public var suppressLinkLocal = proxy.suppressLinkLocal
+    public var mdnsQueriesPerSecond = proxy.mdnsQueriesPerSecond
+    public var mdnsQueryBurst = proxy.mdnsQueryBurst
+    public var maxUDPPayload = proxy.maxUDPPayload
+    public var optimisticAnswers = proxy.optimisticAnswers
+    public var optimisticMaxStalenessSeconds = proxy.optimisticMaxStaleness / .seconds(1)
     /// The front ends' per-client replay of encoded answers (`DNSServerConfiguration.replayAnswers`).
-    public var replayAnswers = true
+    public var replayAnswers = server.replayAnswers
 
-    public var tcpIdleTimeoutSeconds = 10.0
-    public var tcpMaxConnections = 1024
-    public var tcpMaxConnectionsPerClient = 64
-    public var tcpMaxInFlightPerConnection = 64
+    public var tcpIdleTimeoutSeconds = server.tcpIdleTimeout / .seconds(1)
+    public var tcpMaxConnections = server.maxTCPConnections
+    public var tcpMaxConnectionsPerClient = server.maxTCPConnectionsPerClient
+    public var tcpMaxInFlightPerConnection = server.maxInFlightPerConnection
 
     /// Admin HTTP endpoint (metrics, health, status); nil disables it.
     public var admin: ListenAddress? = ListenAddress(host: "127.0.0.1", port: 8053)
@@ -69,7 +75,7 @@ public struct AppConfiguration: Sendable, Equatable {
     public var avahiObjectBudget = 8192
 
     /// Live browses at most (each one avahi record browser); see `BrowseLimit`.
-    public var maxBrowses = 4096
+    public var maxBrowses = proxy.maxBrowses
     /// UDP response rate limiting per client prefix; off (0/s) by default.
     public var rateLimit = ResponseRateLimit()
     /// How often the links' interfaces are checked for going down/up and address changes.

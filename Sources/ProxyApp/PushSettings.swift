@@ -17,10 +17,12 @@ public struct PushSettings: Sendable, Equatable {
     /// A/AAAA of `server-name` in answers; nil means the TLS listen addresses, or this host's
     /// link addresses when those are wildcards.
     public var addresses: [String]?
-    public var maxSessions = 1000
-    public var maxSubscriptionsPerSession = 200
-    public var inactivityTimeoutSeconds = 15.0
-    public var keepaliveIntervalSeconds = 60.0
+    // The Push session's own defaults, in the file's units.
+    private static let session = PushConfiguration()
+    public var maxSessions = session.maxSessions
+    public var maxSubscriptionsPerSession = session.maxSubscriptionsPerSession
+    public var inactivityTimeoutSeconds = session.inactivityTimeout / .seconds(1)
+    public var keepaliveIntervalSeconds = session.keepaliveInterval / .seconds(1)
 
     public init() {}
 
@@ -62,44 +64,5 @@ public struct PushSettings: Sendable, Equatable {
             }
         }
         return PushAdvertisement(port: UInt16(first.port), addresses: addresses)
-    }
-
-    func validate() -> [ConfigError] {
-        var errors: [ConfigError] = []
-        func check(_ ok: Bool, _ key: String, _ value: some CustomStringConvertible, _ reason: String) {
-            if !ok { errors.append(ConfigError(key: key, value: "\(value)", reason: reason)) }
-        }
-        check(maxSessions >= 1, "push.max-sessions", maxSessions, "must be at least 1")
-        check(maxSubscriptionsPerSession >= 1, "push.max-subscriptions-per-session", maxSubscriptionsPerSession,
-            "must be at least 1")
-        check(inactivityTimeoutSeconds >= 1, "push.inactivity-timeout", inactivityTimeoutSeconds, "must be at least 1 second")
-        check(keepaliveIntervalSeconds >= 10, "push.keepalive-interval", keepaliveIntervalSeconds,
-            "must be at least 10 seconds (RFC 8490 §7.1)")
-        if (certificateFile == nil) != (privateKeyFile == nil) {
-            errors.append(ConfigError(key: certificateFile == nil ? "push.tls-cert" : "push.tls-key",
-                reason: "give both push.tls-cert and push.tls-key, or neither for a self-signed certificate"))
-        }
-        for (index, text) in (addresses ?? []).enumerated() where IPPrefix.parseAddress(text) == nil {
-            errors.append(ConfigError(key: "push.addresses[\(index)]", value: text, reason: "not an IP address"))
-        }
-        if listen.first?.port == 0 {
-            errors.append(ConfigError(key: "push.listen", value: "\(listen[0])", reason: "port 0 cannot be advertised"))
-        }
-        return errors
-    }
-
-    func render() -> [String] {
-        var lines = ["push:"]
-        lines.append("  listen: [\(listen.map { "\"\($0)\"" }.joined(separator: ", "))]")
-        if let certificateFile { lines.append("  tls-cert: \"\(certificateFile)\"") }
-        if let privateKeyFile { lines.append("  tls-key: \"\(privateKeyFile)\"") }
-        lines.append("  state-dir: \"\(stateDirectory)\"")
-        lines.append("  on-tcp: \(onTCP)")
-        if let addresses { lines.append("  addresses: [\(addresses.map { "\"\($0)\"" }.joined(separator: ", "))]") }
-        lines.append("  max-sessions: \(maxSessions)")
-        lines.append("  max-subscriptions-per-session: \(maxSubscriptionsPerSession)")
-        lines.append("  inactivity-timeout: \(inactivityTimeoutSeconds)")
-        lines.append("  keepalive-interval: \(keepaliveIntervalSeconds)")
-        return lines
     }
 }

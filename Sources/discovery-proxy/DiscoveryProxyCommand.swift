@@ -126,6 +126,21 @@ struct DiscoveryProxyCommand: ParsableCommand {
         }
     }
 
+    /// The flags that set one option each: the option's key (`AppConfiguration.options`, which
+    /// parses, checks and prints it), the flag, and its value when given.
+    var scalarFlags: [(key: String, flag: String, value: Any?)] {
+        [
+            ("server-name", "--server-name", serverName), ("hostmaster", "--hostmaster", hostmaster),
+            ("log-level", "--log-level", logLevel), ("negative-timeout", "--negative-timeout", negativeTimeout),
+            ("collection-window-ms", "--collection-window-ms", collectionWindowMs),
+            ("browse-idle-timeout", "--browse-idle-timeout", browseIdleTimeout),
+            ("suppress-link-local", "--suppress-link-local", suppressLinkLocal),
+            ("push.tls-cert", "--tls-cert", tlsCert), ("push.tls-key", "--tls-key", tlsKey),
+            ("push.state-dir", "--state-dir", stateDir), ("push.max-sessions", "--push-max-sessions", pushMaxSessions),
+            ("user", "--user", user), ("admin", "--admin", admin),
+        ]
+    }
+
     /// The file (if any) with the flags applied: --link adds (or replaces the same interface),
     /// --listen replaces the file's list, the rest override single values.
     func effectiveConfiguration() -> (AppConfiguration, [ConfigError]) {
@@ -159,20 +174,9 @@ struct DiscoveryProxyCommand: ParsableCommand {
                 config.listen.append(address)
             }
         }
-        func name(_ text: String?, _ key: String) -> DNSName? {
-            guard let text else { return nil }
-            do { return try DNSName(text) } catch {
-                errors.append(ConfigError(key: key, value: text, reason: "not a valid domain name: \(error)"))
-                return nil
-            }
+        for (key, flag, value) in scalarFlags {
+            if let value { errors += config.apply(key, flag: flag, value) }
         }
-        if let serverName = name(serverName, "--server-name") { config.serverName = serverName }
-        if let hostmaster = name(hostmaster, "--hostmaster") { config.hostmaster = hostmaster }
-        if let logLevel { config.logLevel = logLevel }
-        if let negativeTimeout { config.negativeTimeoutSeconds = negativeTimeout }
-        if let collectionWindowMs { config.collectionWindowMilliseconds = collectionWindowMs }
-        if let browseIdleTimeout { config.browseIdleTimeoutSeconds = browseIdleTimeout }
-        if let suppressLinkLocal { config.suppressLinkLocal = suppressLinkLocal }
         if !pushListen.isEmpty {
             config.push.listen = []
             for text in pushListen {
@@ -181,20 +185,6 @@ struct DiscoveryProxyCommand: ParsableCommand {
                     continue
                 }
                 config.push.listen.append(address)
-            }
-        }
-        if let tlsCert { config.push.certificateFile = tlsCert }
-        if let tlsKey { config.push.privateKeyFile = tlsKey }
-        if let stateDir { config.push.stateDirectory = stateDir }
-        if let pushMaxSessions { config.push.maxSessions = pushMaxSessions }
-        if let user { config.user = user }
-        if let admin {
-            if admin.lowercased() == "off" {
-                config.admin = nil
-            } else if let address = AppConfiguration.ListenAddress(admin) {
-                config.admin = address
-            } else {
-                errors.append(ConfigError(key: "--admin", value: admin, reason: "expected ADDR:PORT (e.g. 127.0.0.1:8053) or off"))
             }
         }
         return (config, errors)

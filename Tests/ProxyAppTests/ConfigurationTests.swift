@@ -2,7 +2,7 @@ import DNSServer
 import DNSWire
 import DiscoveryProxy
 import Foundation
-import ProxyApp
+@testable import ProxyApp
 import Testing
 
 @Suite("Configuration: YAML, flags and validation")
@@ -132,6 +132,52 @@ struct ConfigurationTests {
         let (reloaded, again) = AppConfiguration.parse(yaml: withLink.render(interfaces: interfaces))
         #expect(again.isEmpty, "\(again)")
         #expect(reloaded.rateLimit == config.rateLimit && reloaded.maxBrowses == 500 && reloaded.user == "root")
+    }
+
+    @Test("one table declares every key once; it reads, checks, prints and applies flags")
+    func optionTable() throws {
+        let keys = AppConfiguration.options.map(\.key)
+        #expect(Set(keys).count == keys.count, "a key declared twice")
+        // Every key the table declares is a key the file may use: a file setting each scalar
+        // to a non-default value is read without an error and prints back the same.
+        let (config, errors) = AppConfiguration.parse(yaml: """
+            links: [{interface: eth1, domain: lab1.example.}]
+            server-name: ns.example.
+            negative-timeout: 1
+            collection-window-ms: 70
+            browse-idle-timeout: 90
+            suppress-link-local: false
+            mdns-query-rate: 10
+            mdns-query-burst: 30
+            max-udp-payload: 1400
+            optimistic-answers: false
+            optimistic-max-staleness: 300
+            replay-answers: false
+            tcp: {idle-timeout: 5, max-connections: 100, max-connections-per-client: 8, max-in-flight-per-connection: 16}
+            avahi: {objects-per-client: 500, object-budget: 5000}
+            push: {on-tcp: false, max-sessions: 10, inactivity-timeout: 30, keepalive-interval: 20}
+            max-browses: 1000
+            """)
+        #expect(errors.isEmpty, "\(errors)")
+        let (reloaded, again) = AppConfiguration.parse(yaml: config.render(interfaces: interfaces))
+        #expect(again.isEmpty, "\(again)")
+        // Printing makes detected subnets and the default client list explicit; from then on
+        // a print reads back as itself.
+        let printed = reloaded.render(interfaces: interfaces)
+        #expect(AppConfiguration.parse(yaml: printed).0.render(interfaces: interfaces) == printed)
+        #expect(reloaded.tcpMaxInFlightPerConnection == 16 && reloaded.push.keepaliveIntervalSeconds == 20)
+        // Unknown keys are found at the top and inside sections, from the same table.
+        let (_, unknown) = AppConfiguration.parse(yaml: "frobnicate: 1\ntcp: {idle-timout: 3}\n")
+        #expect(unknown.map(\.key) == ["frobnicate", "tcp.idle-timout"])
+        // A flag goes through its option: parsed and named after the flag.
+        var flagged = AppConfiguration()
+        #expect(flagged.apply("negative-timeout", flag: "--negative-timeout", 2.5).isEmpty)
+        #expect(flagged.negativeTimeoutSeconds == 2.5)
+        #expect(flagged.apply("admin", flag: "--admin", "nope").map(\.description)
+            == ["--admin: \"nope\": expected ADDR:PORT (e.g. 127.0.0.1:8053) or off"])
+        // One default, the proxy's own.
+        #expect(AppConfiguration().maxBrowses == ProxyConfiguration(links: [], serverName: .root).maxBrowses)
+        #expect(AppConfiguration().negativeTimeoutSeconds == 0.8)
     }
 
     @Test("listen addresses parse IPv4 and bracketed IPv6 only")

@@ -1,0 +1,247 @@
+import DNSServer
+import DNSWire
+import DiscoveryProxy
+
+/// One configuration key, declared once (`AppConfiguration.options`): how its YAML value is
+/// read into `AppConfiguration`, checked, and printed by `--check-config`. The file reader, the
+/// unknown-key check, the command-line flags, validation and rendering all walk that table.
+struct ConfigOption {
+    /// The YAML key; dotted inside a section (`tcp.idle-timeout`).
+    let key: String
+    /// Reads a YAML (or flag) value into the configuration; problems go to the reader.
+    let read: (inout ConfigReader, Any, String, inout AppConfiguration) -> Void
+    /// Its lines for `--check-config`, unindented (`key: value`, or a block); empty: not printed.
+    let render: (AppConfiguration, InterfaceTable) -> [String]
+    /// Its problems, after the file and the flags are applied.
+    let validate: (AppConfiguration, InterfaceTable) -> [ConfigError]
+
+    /// The section a dotted key belongs to (`tcp`), nil for a top-level key.
+    var section: String? { key.firstIndex(of: ".").map { String(key[..<$0]) } }
+    /// The key inside its section (`idle-timeout`).
+    var name: String { key.firstIndex(of: ".").map { String(key[key.index(after: $0)...]) } ?? key }
+
+    init(
+        _ key: String,
+        read: @escaping (inout ConfigReader, Any, String, inout AppConfiguration) -> Void,
+        render: @escaping (AppConfiguration, InterfaceTable) -> [String],
+        validate: @escaping (AppConfiguration, InterfaceTable) -> [ConfigError] = { _, _ in [] }
+    ) {
+        self.key = key
+        self.read = read
+        self.render = render
+        self.validate = validate
+    }
+
+    /// A check of one value: `ok`, or the reason it is wrong.
+    struct Rule<Value> {
+        let ok: (Value, AppConfiguration) -> Bool
+        let reason: (AppConfiguration) -> String
+
+        init(_ ok: @escaping (Value) -> Bool, _ reason: String) {
+            self.ok = { value, _ in ok(value) }
+            self.reason = { _ in reason }
+        }
+
+        init(_ ok: @escaping (Value, AppConfiguration) -> Bool, reason: @escaping (AppConfiguration) -> String) {
+            self.ok = ok
+            self.reason = reason
+        }
+    }
+
+    /// How a scalar is read from YAML: the reader's typed accessors.
+    enum Kind<Value> {
+        case number, integer, boolean, text
+
+        func read(_ reader: inout ConfigReader, _ value: Any, key: String) -> Value? {
+            switch self {
+            case .number: return reader.number(value, key: key) as? Value
+            case .integer: return reader.integer(value, key: key) as? Value
+            case .boolean: return reader.boolean(value, key: key) as? Value
+            case .text: return reader.string(value, key: key) as? Value
+            }
+        }
+    }
+
+    /// A scalar field: read by `kind`, checked by `rules` (first failing rule reported),
+    /// printed as `key: value` with an optional trailing comment.
+    static func scalar<Value: CustomStringConvertible>(
+        _ key: String, _ field: WritableKeyPath<AppConfiguration, Value>, _ kind: Kind<Value>,
+        _ rules: [Rule<Value>] = [], comment: @escaping (AppConfiguration) -> String? = { _ in nil }
+    ) -> ConfigOption {
+        ConfigOption(
+            key,
+            read: { reader, value, key, config in
+                if let parsed = kind.read(&reader, value, key: key) { config[keyPath: field] = parsed }
+            },
+            render: { config, _ in
+                let name = key.split(separator: ".").last.map(String.init) ?? key
+                return ["\(name): \(config[keyPath: field])" + (comment(config).map { "  # \($0)" } ?? "")]
+            },
+            validate: { config, _ in
+                let value = config[keyPath: field]
+                return rules.filter { !$0.ok(value, config) }.map {
+                    ConfigError(key: key, value: "\(value)", reason: $0.reason(config))
+                }
+            })
+    }
+
+    /// An optional text field, printed (quoted as given by `quote`) only when set.
+    static func optionalText(
+        _ key: String, _ field: WritableKeyPath<AppConfiguration, String?>, quote: Bool,
+        _ rules: [Rule<String>] = []
+    ) -> ConfigOption {
+        ConfigOption(
+            key,
+            read: { reader, value, key, config in
+                if let text = reader.string(value, key: key) { config[keyPath: field] = text }
+            },
+            render: { config, _ in
+                let name = key.split(separator: ".").last.map(String.init) ?? key
+                return config[keyPath: field].map { ["\(name): " + (quote ? "\"\($0)\"" : $0)] } ?? []
+            },
+            validate: { config, _ in
+                guard let value = config[keyPath: field] else { return [] }
+                return rules.filter { !$0.ok(value, config) }.map {
+                    ConfigError(key: key, value: value, reason: $0.reason(config))
+                }
+            })
+    }
+}
+
+/// Typed access to YAML values that collects errors instead of stopping at the first.
+struct ConfigReader {
+    var errors: [ConfigError] = []
+
+    mutating func string(_ value: Any, key: String) -> String? {
+        if let text = value as? String { return text }
+        if value is Int || value is Double { return "\(value)" }
+        errors.append(ConfigError(key: key, value: "\(value)", reason: "expected a string"))
+        return nil
+    }
+
+    mutating func number(_ value: Any, key: String) -> Double? {
+        if let number = value as? Double { return number }
+        if let number = value as? Int { return Double(number) }
+        errors.append(ConfigError(key: key, value: "\(value)", reason: "expected a number"))
+        return nil
+    }
+
+    mutating func integer(_ value: Any, key: String) -> Int? {
+        if let number = value as? Int { return number }
+        errors.append(ConfigError(key: key, value: "\(value)", reason: "expected a whole number"))
+        return nil
+    }
+
+    mutating func boolean(_ value: Any, key: String) -> Bool? {
+        if let flag = value as? Bool { return flag }
+        errors.append(ConfigError(key: key, value: "\(value)", reason: "expected true or false"))
+        return nil
+    }
+
+    mutating func domain(_ text: String, key: String) -> DNSName? {
+        do {
+            return try DNSName(text)
+        } catch {
+            errors.append(ConfigError(key: key, value: text, reason: "not a valid domain name: \(error)"))
+            return nil
+        }
+    }
+
+    mutating func mapping(_ value: Any, key: String) -> [String: Any]? {
+        guard let mapping = value as? [String: Any] else {
+            errors.append(ConfigError(key: key, value: "\(value)", reason: "expected a mapping"))
+            return nil
+        }
+        return mapping
+    }
+
+    mutating func unknownKeys(_ mapping: [String: Any], known: Set<String>, prefix: String) {
+        for key in mapping.keys.sorted() where !known.contains(key) {
+            errors.append(ConfigError(key: prefix + key, reason: "unknown key"))
+        }
+    }
+
+    /// A YAML list whose elements are parsed from their text; each bad element is one error
+    /// naming `key[index]`, and the good ones are kept. Nil (and one error) when it is no list.
+    mutating func list<Element>(
+        _ value: Any, key: String, expected: String, element: String, _ parse: (String) -> Element?
+    ) -> [Element]? {
+        guard let items = value as? [Any] else {
+            errors.append(ConfigError(key: key, value: "\(value)", reason: "expected \(expected)"))
+            return nil
+        }
+        var parsed: [Element] = []
+        for (index, item) in items.enumerated() {
+            let text = "\(item)"
+            if let value = parse(text) {
+                parsed.append(value)
+            } else {
+                errors.append(ConfigError(key: "\(key)[\(index)]", value: text, reason: "expected \(element)"))
+            }
+        }
+        return parsed
+    }
+
+    mutating func prefixes(_ value: Any, key: String) -> [IPPrefix] {
+        list(value, key: key, expected: "a list of prefixes",
+            element: "a prefix such as 192.0.2.0/24 or 2001:db8::/64") { IPPrefix($0) } ?? []
+    }
+
+    /// `_ipp._tcp`-style service types: `_name` (RFC 6763 §7: up to 15 characters) then `_tcp` or `_udp`.
+    mutating func serviceTypes(_ value: Any, key: String) -> [String] {
+        list(value, key: key, expected: "a list of service types like _ipp._tcp",
+            element: "a service type like _ipp._tcp (RFC 6763 §7)") { text in
+            let parts = text.lowercased().split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count == 2, parts[0].hasPrefix("_"), (2...16).contains(parts[0].count),
+                parts[1] == "_tcp" || parts[1] == "_udp"
+            else { return nil }
+            return text
+        } ?? []
+    }
+
+    /// A text field of a mapping; nil when absent or not text.
+    private mutating func field(_ mapping: [String: Any], _ name: String, key: String) -> String? {
+        mapping[name].flatMap { string($0, key: key) }
+    }
+
+    mutating func links(_ value: Any) -> [AppConfiguration.LinkSpec] {
+        guard let items = value as? [Any] else {
+            errors.append(ConfigError(key: "links", reason: "expected a list of {interface, domain} entries"))
+            return []
+        }
+        var links: [AppConfiguration.LinkSpec] = []
+        for (index, item) in items.enumerated() {
+            let key = "links[\(index)]"
+            guard let entry = item as? [String: Any] else {
+                errors.append(ConfigError(key: key, value: "\(item)", reason: "expected a mapping with interface and domain"))
+                continue
+            }
+            unknownKeys(entry, known: ["interface", "domain", "subnets", "services"], prefix: key + ".")
+            guard let interface = field(entry, "interface", key: key + ".interface") else {
+                errors.append(ConfigError(key: key + ".interface", reason: "missing"))
+                continue
+            }
+            guard let domainText = field(entry, "domain", key: key + ".domain") else {
+                errors.append(ConfigError(key: key + ".domain", reason: "missing"))
+                continue
+            }
+            guard let zone = domain(domainText, key: key + ".domain") else { continue }
+            let subnets = entry["subnets"].map { prefixes($0, key: key + ".subnets") }
+            var filter = ServiceFilter()
+            if let services = entry["services"] {
+                if let services = services as? [String: Any] {
+                    unknownKeys(services, known: ["allow", "deny"], prefix: key + ".services.")
+                    filter = ServiceFilter(
+                        allow: services["allow"].map { serviceTypes($0, key: key + ".services.allow") },
+                        deny: services["deny"].map { serviceTypes($0, key: key + ".services.deny") } ?? [])
+                } else {
+                    errors.append(ConfigError(key: key + ".services", value: "\(services)",
+                        reason: "expected a mapping with allow and/or deny lists"))
+                }
+            }
+            links.append(AppConfiguration.LinkSpec(
+                interface: interface, domain: zone, subnets: subnets, origin: key, services: filter))
+        }
+        return links
+    }
+}

@@ -1,0 +1,216 @@
+import DNSServer
+import DNSWire
+import DiscoveryProxy
+
+extension AppConfiguration {
+    /// Every configuration key, once, in the order `--check-config` prints them. Adding an
+    /// option: a field in `AppConfiguration` (its default derived from the proxy's or front
+    /// end's own default where one exists), one entry here, and an `@Option` in the command
+    /// if it has a flag (`DiscoveryProxyCommand.scalarFlags` then routes it through the entry).
+    static var options: [ConfigOption] {
+        typealias Rule = ConfigOption.Rule
+        let local = try! DNSName("local.")
+        return [
+            ConfigOption(
+                "server-name",
+                read: { reader, value, key, config in
+                    if let text = reader.string(value, key: key) { config.serverName = reader.domain(text, key: key) }
+                },
+                render: { config, _ in ["server-name: \(yamlQuoted(config.effectiveServerName))"] },
+                validate: { config, _ in
+                    let server = config.effectiveServerName
+                    return config.links.indices.filter { server.isSubdomain(of: config.links[$0].domain) }.map {
+                        ConfigError(key: "server-name", value: "\(server)",
+                            reason: "lies inside the zone of \(config.entry($0)); an NS target must not (RFC 8766 §6.2)")
+                    }
+                }),
+            ConfigOption(
+                "hostmaster",
+                read: { reader, value, key, config in
+                    if let text = reader.string(value, key: key) { config.hostmaster = reader.domain(text, key: key) }
+                },
+                render: { config, _ in config.hostmaster.map { ["hostmaster: \(yamlQuoted($0))"] } ?? [] }),
+            ConfigOption(
+                "listen",
+                read: { reader, value, key, config in
+                    if let addresses = reader.list(value, key: key, expected: "a list of ADDR:PORT",
+                        element: "ADDR:PORT, e.g. 0.0.0.0:53 or [::]:53", AppConfiguration.ListenAddress.init)
+                    {
+                        config.listen = addresses
+                    }
+                },
+                render: { config, _ in ["listen:"] + config.listen.map { "  - \"\($0)\"" } },
+                validate: { config, _ in
+                    config.listen.isEmpty ? [ConfigError(key: "listen", reason: "no listen address")] : []
+                }),
+            ConfigOption(
+                "links",
+                read: { reader, value, _, config in config.links = reader.links(value) },
+                render: { config, interfaces in config.renderLinks(interfaces: interfaces) },
+                validate: { config, interfaces in config.validateLinks(interfaces: interfaces, local: local) }),
+            .scalar(
+                "negative-timeout", \.negativeTimeoutSeconds, .number,
+                [Rule({ $0 > 0 && $0 <= 60 }, "must be between 0 and 60 seconds (RFC 8766 §5.6 uses 6)")],
+                comment: { $0.negativeTimeoutAdvice }),
+            .scalar(
+                "collection-window-ms", \.collectionWindowMilliseconds, .integer,
+                [Rule({ (0...1000).contains($0) }, "must be between 0 and 1000")]),
+            .scalar(
+                "browse-idle-timeout", \.browseIdleTimeoutSeconds, .number,
+                [Rule({ $0 >= 1 }, "must be at least 1 second")]),
+            .scalar("suppress-link-local", \.suppressLinkLocal, .boolean),
+            .scalar("mdns-query-rate", \.mdnsQueriesPerSecond, .number, [Rule({ $0 > 0 }, "must be positive")]),
+            .scalar("mdns-query-burst", \.mdnsQueryBurst, .number, [Rule({ $0 >= 1 }, "must be at least 1")]),
+            .scalar(
+                "max-udp-payload", \.maxUDPPayload, .integer,
+                [Rule({ (512...65535).contains($0) }, "must be between 512 and 65535")]),
+            .scalar("optimistic-answers", \.optimisticAnswers, .boolean),
+            .scalar(
+                "optimistic-max-staleness", \.optimisticMaxStalenessSeconds, .number,
+                [Rule({ $0 >= 0 }, "must not be negative")]),
+            .scalar("replay-answers", \.replayAnswers, .boolean),
+            .scalar(
+                "log-level", \.logLevel, .text,
+                [Rule({ Self.logLevels.contains($0) }, "must be one of \(Self.logLevels.joined(separator: ", "))")]),
+            ConfigOption(
+                "admin",
+                read: { reader, value, key, config in
+                    let text = "\(value)"
+                    if ["off", "false", "none", ""].contains(text.lowercased()) {
+                        config.admin = nil
+                    } else if let address = AppConfiguration.ListenAddress(text) {
+                        config.admin = address
+                    } else {
+                        reader.errors.append(ConfigError(key: key, value: text,
+                            reason: "expected ADDR:PORT (e.g. 127.0.0.1:8053) or off"))
+                    }
+                },
+                render: { config, _ in ["admin: \(config.admin.map { "\"\($0)\"" } ?? "off")"] }),
+            ConfigOption(
+                "allow-clients",
+                read: { reader, value, key, config in config.allowClients = reader.prefixes(value, key: key) },
+                render: { config, interfaces in
+                    // Quoted: a plain `::1/128` is not valid YAML inside a flow sequence.
+                    let clients = config.effectiveAllowedClients(interfaces: interfaces).map { "\"\($0)\"" }
+                    let note = config.allowClients == nil ? "  # default: loopback + this host's subnets" : ""
+                    return ["allow-clients: [\(clients.joined(separator: ", "))]\(note)"]
+                }),
+            .scalar(
+                "tcp.idle-timeout", \.tcpIdleTimeoutSeconds, .number, [Rule({ $0 > 0 }, "must be positive")]),
+            .scalar(
+                "tcp.max-connections", \.tcpMaxConnections, .integer, [Rule({ $0 >= 1 }, "must be at least 1")]),
+            .scalar(
+                "tcp.max-connections-per-client", \.tcpMaxConnectionsPerClient, .integer,
+                [Rule({ $0 >= 1 }, "must be at least 1")]),
+            .scalar(
+                "tcp.max-in-flight-per-connection", \.tcpMaxInFlightPerConnection, .integer,
+                [Rule({ $0 >= 1 }, "must be at least 1")]),
+            .scalar(
+                "avahi.objects-per-client", \.avahiObjectsPerClient, .integer,
+                [Rule({ $0 >= 1 }, "must be at least 1")]),
+            .scalar(
+                "avahi.object-budget", \.avahiObjectBudget, .integer,
+                [Rule({ $0 >= $1.avahiObjectsPerClient }, reason: { _ in "must be at least avahi.objects-per-client" })]),
+            ConfigOption(
+                "push.listen",
+                read: { reader, value, key, config in
+                    if let addresses = reader.list(value, key: key, expected: "a list of ADDR:PORT",
+                        element: "ADDR:PORT or ADDR (port 853)", PushSettings.listenAddress)
+                    {
+                        config.push.listen = addresses
+                    }
+                },
+                render: { config, _ in ["listen: [\(config.push.listen.map { "\"\($0)\"" }.joined(separator: ", "))]"] },
+                validate: { config, _ in
+                    guard let first = config.push.listen.first, first.port == 0 else { return [] }
+                    return [ConfigError(key: "push.listen", value: "\(first)", reason: "port 0 cannot be advertised")]
+                }),
+            .optionalText("push.tls-cert", \.push.certificateFile, quote: true),
+            .optionalText("push.tls-key", \.push.privateKeyFile, quote: true),
+            ConfigOption(
+                "push.state-dir",
+                read: { reader, value, key, config in
+                    if let text = reader.string(value, key: key) { config.push.stateDirectory = text }
+                },
+                render: { config, _ in ["state-dir: \"\(config.push.stateDirectory)\""] },
+                validate: { config, _ in
+                    // Checked here, beside the files it concerns: both or neither.
+                    let push = config.push
+                    guard (push.certificateFile == nil) != (push.privateKeyFile == nil) else { return [] }
+                    return [ConfigError(key: push.certificateFile == nil ? "push.tls-cert" : "push.tls-key",
+                        reason: "give both push.tls-cert and push.tls-key, or neither for a self-signed certificate")]
+                }),
+            .scalar("push.on-tcp", \.push.onTCP, .boolean),
+            ConfigOption(
+                "push.addresses",
+                read: { reader, value, key, config in
+                    if let parsed = reader.list(value, key: key, expected: "a list of IP addresses",
+                        element: "an IP address", { text in IPPrefix.parseAddress(text).map { _ in text } })
+                    {
+                        config.push.addresses = parsed
+                    }
+                },
+                render: { config, _ in
+                    config.push.addresses.map { ["addresses: [\($0.map { "\"\($0)\"" }.joined(separator: ", "))]"] } ?? []
+                },
+                validate: { config, _ in
+                    (config.push.addresses ?? []).enumerated().filter { IPPrefix.parseAddress($0.element) == nil }.map {
+                        ConfigError(key: "push.addresses[\($0.offset)]", value: $0.element, reason: "not an IP address")
+                    }
+                }),
+            .scalar(
+                "push.max-sessions", \.push.maxSessions, .integer, [Rule({ $0 >= 1 }, "must be at least 1")]),
+            .scalar(
+                "push.max-subscriptions-per-session", \.push.maxSubscriptionsPerSession, .integer,
+                [Rule({ $0 >= 1 }, "must be at least 1")]),
+            .scalar(
+                "push.inactivity-timeout", \.push.inactivityTimeoutSeconds, .number,
+                [Rule({ $0 >= 1 }, "must be at least 1 second")]),
+            .scalar(
+                "push.keepalive-interval", \.push.keepaliveIntervalSeconds, .number,
+                [Rule({ $0 >= 10 }, "must be at least 10 seconds (RFC 8490 §7.1)")]),
+            .scalar(
+                "max-browses", \.maxBrowses, .integer,
+                [
+                    Rule({ $0 >= 1 }, "must be at least 1"),
+                    Rule(
+                        { $0 <= $1.avahiObjectBudget },
+                        reason: {
+                            "must not exceed avahi.object-budget (\($0.avahiObjectBudget)): each browse is one avahi object"
+                        }),
+                ]),
+            .scalar(
+                "interface-check-interval", \.interfaceCheckSeconds, .number, [Rule({ $0 > 0 }, "must be positive")]),
+            .scalar(
+                "rate-limit.responses-per-second", \.rateLimit.responsesPerSecond, .integer,
+                [Rule({ $0 >= 0 }, "must not be negative (0 turns rate limiting off)")]),
+            .scalar("rate-limit.burst", \.rateLimit.burst, .integer, [Rule({ $0 >= 0 }, "must not be negative")]),
+            .scalar(
+                "rate-limit.ipv4-prefix-length", \.rateLimit.ipv4PrefixLength, .integer,
+                [Rule({ (8...32).contains($0) }, "must be between 8 and 32")]),
+            .scalar(
+                "rate-limit.ipv6-prefix-length", \.rateLimit.ipv6PrefixLength, .integer,
+                [Rule({ (16...128).contains($0) }, "must be between 16 and 128")]),
+            .scalar(
+                "rate-limit.slip", \.rateLimit.slip, .integer,
+                [Rule({ $0 >= 0 && $0 <= 10 }, "must be between 0 (never) and 10")]),
+            .optionalText(
+                "user", \.user, quote: false, [Rule({ UnprivilegedUser.lookup($0) != nil }, "no such user on this host")]),
+        ]
+    }
+
+    /// What a section's header line says after its name (`rate-limit:  # off: ...`).
+    static func sectionNote(_ section: String, _ config: AppConfiguration) -> String {
+        section == "rate-limit" && !config.rateLimit.isEnabled ? "  # off: responses-per-second 0" : ""
+    }
+
+    static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+
+    /// The option declared for `key`, for the flags.
+    static func option(_ key: String) -> ConfigOption? { options.first { $0.key == key } }
+
+    /// Single-quoted YAML has no escapes of its own, so a name's `\032` survives a reload.
+    static func yamlQuoted(_ name: DNSName) -> String {
+        "'" + "\(name)".split(separator: "'", omittingEmptySubsequences: false).joined(separator: "''") + "'"
+    }
+}
