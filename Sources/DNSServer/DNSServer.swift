@@ -54,13 +54,14 @@ public final class DNSServer: Service, Sendable {
     /// Exported as metrics too: this is the DNS service's listener (the TLS listener's
     /// connections are DNS Push sessions, counted by the Push metrics).
     private let counters = DNSServerCounters(metrics: DNSServerMetrics())
-    private let registry: TCPConnectionRegistry
     private let udpDrain = UDPDrainState()
     /// Answers the responder allowed to be replayed, one cache per event loop; nil when
     /// `configuration.replayAnswers` is off.
     private let replays: ReplayCaches?
     private let runState = Mutex(RunState.initial)
     private let bound = Mutex<[DNSServerBoundAddress]>([])
+    /// The TCP listeners (`StreamListener`); made by `init`, bound by `run()`.
+    private let stream: StreamListener
 
     /// - Parameters:
     ///   - onBound: called once from `run()` when every socket is bound, before serving; with
@@ -77,11 +78,12 @@ public final class DNSServer: Service, Sendable {
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
         self.onBound = onBound
-        self.replays = configuration.replayAnswers ? ReplayCaches(group: eventLoopGroup) : nil
-        self.registry = TCPConnectionRegistry(
-            maxTotal: configuration.maxTCPConnections,
-            maxPerClient: configuration.maxTCPConnectionsPerClient
-        )
+        let replays = configuration.replayAnswers ? ReplayCaches(group: eventLoopGroup) : nil
+        self.replays = replays
+        let loops = Array(eventLoopGroup.makeIterator())
+        self.stream = StreamListener(
+            responder: responder, counters: self.counters, configuration: configuration,
+            group: loops.count >= 2 ? loops[1] : eventLoopGroup, backlog: 256, replays: replays, logger: logger)
     }
 
     /// The sockets bound by `run()`, UDP and TCP for each listen address; empty before.
@@ -209,7 +211,7 @@ public final class DNSServer: Service, Sendable {
             let port = udp.localAddress?.port ?? listen.port
             let tcpAddress = try SocketAddress(ipAddress: listen.host, port: port)
             do {
-                let tcp = try await self.bindTCP(tcpAddress)
+                let tcp = try await self.stream.bind(tcpAddress)
                 return (udp, tcp)
             } catch {
                 try? await udp.close()
@@ -303,42 +305,7 @@ public final class DNSServer: Service, Sendable {
         return loops.count >= 2 ? loops[0] : self.eventLoopGroup
     }
 
-    private var tcpEventLoops: any EventLoopGroup {
-        let loops = Array(self.eventLoopGroup.makeIterator())
-        return loops.count >= 2 ? loops[1] : self.eventLoopGroup
-    }
-
     private static let ipv6Only = ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only)
-
-    private func bindTCP(_ address: SocketAddress) async throws -> any Channel {
-        let responder = self.responder
-        let counters = self.counters
-        let registry = self.registry
-        let config = self.configuration
-        let replays = self.replays
-        let logger = self.logger
-        var bootstrap = ServerBootstrap(group: self.tcpEventLoops)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try Self.addTCPHandlers(
-                        to: channel.pipeline.syncOperations,
-                        responder: responder,
-                        counters: counters,
-                        registry: registry,
-                        configuration: config,
-                        replays: replays,
-                        logger: logger
-                    )
-                }
-            }
-        if Self.isIPv6(address) {
-            bootstrap = bootstrap.serverChannelOption(Self.ipv6Only, value: 1)
-        }
-        return try await bootstrap.bind(to: address).get()
-    }
 
     /// The per-connection pipeline: 2-byte length framing both ways, then the DNS handler.
     static func addTCPHandlers(
@@ -368,24 +335,16 @@ public final class DNSServer: Service, Sendable {
     // MARK: shutdown
 
     private func drainAndClose(_ listeners: Listeners, immediately: Bool) async {
-        // Stop accepting, ask connections to answer what they have, drop new datagrams.
-        for channel in listeners.tcp {
-            try? await channel.close()
-        }
+        // Drop new datagrams; stop accepting and let connections answer what they have
+        // (`StreamListener.drain`), and UDP answers in flight go out, within the grace period.
         self.udpDrain.startDraining()
-        self.registry.quiesceAll()
-        if !immediately {
-            let deadline = ContinuousClock.now + self.configuration.shutdownGracePeriod
-            while self.udpDrain.queriesInFlight > 0 || self.registry.count > 0,
-                ContinuousClock.now < deadline, !Task.isCancelled
-            {
-                try? await Task.sleep(for: .milliseconds(20))
-            }
+        let udpDrain = self.udpDrain
+        await self.stream.drain(grace: immediately ? .zero : self.configuration.shutdownGracePeriod) {
+            await udpDrain.drained()
         }
         for channel in listeners.udp {
             try? await channel.close()
         }
-        await self.registry.closeAll()
         self.replays?.stop()
     }
 }

@@ -50,17 +50,10 @@ final class TCPConnectionRegistry: Sendable {
         }
     }
 
-    /// Refuses new connections and asks every open one to answer what it has and close.
-    func quiesceAll() {
-        let channels = self.state.withLock { state in
-            state.shuttingDown = true
-            return Array(state.channels.values)
-        }
-        for channel in channels {
-            channel.eventLoop.execute {
-                channel.pipeline.syncOperations.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
-            }
-        }
+    /// Refuses new connections from now on (shutdown; the listener's quiescing asks the open
+    /// ones to finish).
+    func stopAdmitting() {
+        self.state.withLock { $0.shuttingDown = true }
     }
 
     /// Closes every connection still open; returns when they are closed.

@@ -39,7 +39,6 @@ public final class TLSDNSServer: Service, Sendable {
     private let logger: Logger
     private let onBound: (@Sendable ([SocketAddress]) -> Void)?
     private let counters = DNSServerCounters()
-    private let registry: TCPConnectionRegistry
     private let stopSignal = Mutex<AsyncStream<Never>.Continuation?>(nil)
 
     public init(
@@ -52,8 +51,6 @@ public final class TLSDNSServer: Service, Sendable {
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
         self.onBound = onBound
-        self.registry = TCPConnectionRegistry(
-            maxTotal: configuration.maxConnections, maxPerClient: configuration.maxConnectionsPerClient)
     }
 
     public func stats() -> DNSServerStats { counters.snapshot() }
@@ -89,9 +86,17 @@ public final class TLSDNSServer: Service, Sendable {
     public func run() async throws {
         let context = try Self.makeContext(
             certificateFile: configuration.certificateFile, privateKeyFile: configuration.privateKeyFile)
+        // Before a connection's first DSO message it is an RFC 7766 connection with these limits.
+        var connections = DNSServerConfiguration(listenAddresses: [])
+        connections.tcpIdleTimeout = configuration.idleTimeout
+        connections.maxTCPConnections = configuration.maxConnections
+        connections.maxTCPConnectionsPerClient = configuration.maxConnectionsPerClient
+        let stream = StreamListener(
+            responder: responder, counters: counters, configuration: connections, tls: context,
+            group: eventLoopGroup, backlog: 1024, logger: logger)
         var channels: [any Channel] = []
         do {
-            for listen in configuration.listenAddresses { channels.append(try await bind(listen, context: context)) }
+            for listen in configuration.listenAddresses { channels.append(try await bind(listen, on: stream)) }
         } catch {
             for channel in channels { try? await channel.close() }
             throw error
@@ -111,50 +116,19 @@ public final class TLSDNSServer: Service, Sendable {
         } onCancel: {
             continuation.finish()
         }
-        for channel in channels { try? await channel.close() }
-        registry.quiesceAll()
-        let deadline = ContinuousClock.now + .seconds(1)
-        while registry.count > 0, ContinuousClock.now < deadline, !Task.isCancelled {
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        await registry.closeAll()
+        // Sessions send their Retry Delay and close (RFC 8490 §6.6.1); a second at most.
+        await stream.drain(grace: Task.isCancelled ? .zero : .seconds(1))
     }
 
-    private func bind(_ listen: DNSServerConfiguration.ListenAddress, context: NIOSSLContext) async throws -> any Channel {
+    private func bind(_ listen: DNSServerConfiguration.ListenAddress, on stream: StreamListener) async throws -> any Channel {
         let address: SocketAddress
         do {
             address = try SocketAddress(ipAddress: listen.host, port: listen.port)
         } catch {
             throw DNSServerError(code: .invalidListenAddress, address: "\(listen)", reason: "not a numeric IP address")
         }
-        let serverConfiguration = {
-            var tcp = DNSServerConfiguration(listenAddresses: [])
-            tcp.tcpIdleTimeout = configuration.idleTimeout
-            return tcp
-        }()
-        let responder = self.responder
-        let counters = self.counters
-        let registry = self.registry
-        let logger = self.logger
-        var bootstrap = ServerBootstrap(group: eventLoopGroup)
-            .serverChannelOption(.backlog, value: 1024)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let pipeline = channel.pipeline.syncOperations
-                    try pipeline.addHandler(NIOSSLServerHandler(context: context))
-                    try DNSServer.addTCPHandlers(
-                        to: pipeline, responder: responder, counters: counters, registry: registry,
-                        configuration: serverConfiguration, logger: logger)
-                }
-            }
-        if case .v6 = address {
-            bootstrap = bootstrap.serverChannelOption(
-                ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
-        }
         do {
-            return try await bootstrap.bind(to: address).get()
+            return try await stream.bind(address)
         } catch let error as IOError {
             throw DNSServerError(code: .cannotListen, address: "\(listen)/tls", reason: String(cString: strerror(error.errnoCode)))
         }

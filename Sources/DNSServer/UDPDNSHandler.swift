@@ -7,15 +7,41 @@ import Synchronization
 final class UDPDrainState: Sendable {
     private let draining = Atomic<Bool>(false)
     private let inFlight = Atomic<Int>(0)
+    /// Who waits for the last answer in flight once draining (`drained()`).
+    private let waiters = Mutex<[CheckedContinuation<Void, Never>]>([])
 
     init() {}
 
     var isDraining: Bool { self.draining.load(ordering: .relaxed) }
     var queriesInFlight: Int { self.inFlight.load(ordering: .relaxed) }
 
-    func startDraining() { self.draining.store(true, ordering: .relaxed) }
+    func startDraining() { self.draining.store(true, ordering: .sequentiallyConsistent) }
     func queryStarted() { self.inFlight.add(1, ordering: .relaxed) }
-    func queryFinished() { self.inFlight.subtract(1, ordering: .relaxed) }
+    func queryFinished() {
+        let left = self.inFlight.subtract(1, ordering: .sequentiallyConsistent).newValue
+        if left == 0, self.draining.load(ordering: .sequentiallyConsistent) { self.wakeWaiters() }
+    }
+
+    /// Returns once draining has started and no answer is in flight, or when cancelled.
+    func drained() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                self.waiters.withLock { $0.append(continuation) }
+                // Checked after registering, so that a last answer finishing meanwhile is not missed.
+                if (self.isDraining && self.queriesInFlight == 0) || Task.isCancelled { self.wakeWaiters() }
+            }
+        } onCancel: {
+            self.wakeWaiters()
+        }
+    }
+
+    private func wakeWaiters() {
+        let waiting = self.waiters.withLock { waiters in
+            defer { waiters.removeAll() }
+            return waiters
+        }
+        for continuation in waiting { continuation.resume() }
+    }
 }
 
 /// Hands each datagram to the responder and sends the answer back to its sender. Answers given

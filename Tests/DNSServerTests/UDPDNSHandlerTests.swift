@@ -119,3 +119,33 @@ import Testing
         #expect(client.port == 0)
     }
 }
+
+/// Graceful shutdown waits for the last UDP answer in flight without polling.
+@Suite struct UDPDrainStateTests {
+    @Test func drainedReturnsWhenTheLastAnswerGoesOut() async {
+        let drain = UDPDrainState()
+        drain.queryStarted()
+        drain.startDraining()
+        let waiter = Task { await drain.drained() }
+        try? await Task.sleep(for: .milliseconds(50))
+        drain.queryFinished()
+        await waiter.value
+        #expect(drain.queriesInFlight == 0)
+    }
+
+    @Test func drainedReturnsAtOnceWhenNothingIsInFlight() async {
+        let drain = UDPDrainState()
+        drain.startDraining()
+        await drain.drained()
+    }
+
+    @Test func drainedReturnsWhenCancelled() async {
+        let drain = UDPDrainState()
+        drain.queryStarted()
+        drain.startDraining()
+        let waiter = Task { await drain.drained() }
+        waiter.cancel()
+        await waiter.value
+        #expect(drain.queriesInFlight == 1)
+    }
+}
