@@ -26,42 +26,22 @@ final class TCPDNSHandler: ChannelDuplexHandler {
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private enum State {
-        /// Not active yet.
-        case initial
-        /// Reading and answering.
-        case open
-        /// No more input (client half-close or server shutdown): answer what is left, then close.
-        case draining(TCPCloseReason)
-        /// `close` was called; nothing more is written.
-        case closing
-        case closed
-    }
-
     private let responder: any DNSResponder
     private let counters: DNSServerCounters
     private let registry: TCPConnectionRegistry
     private let idleTimeout: TimeAmount
-    private let maxInFlight: Int
     private let replays: ReplayCaches?
     private var logger: Logger
     /// This loop's replay cache (shared with the loop's other connections and UDP).
     private var replayCache: ReplayCache?
     private var clientKey = ReplayCache.ClientKey.other
 
-    private var state = State.initial
-    private var closeReason: TCPCloseReason?
-    private var admitted = false
+    /// Admission, pipelining, back-pressure, draining and closing (`TCPConnectionState`);
+    /// this handler does the I/O they call for.
+    private var connection: TCPConnectionState
     private var client = DNSClient(address: [], port: 0, transport: .tcp)
-
-    /// Queries read but not yet handed to the responder (only when at the in-flight cap).
-    private var waiting = CircularBuffer<[UInt8]>()
-    /// IDs of queries handed to the responder and not answered yet.
-    private var inFlight = Set<UInt64>()
-    private var nextQueryID: UInt64 = 0
     private var dispatching = false
 
-    private var readHeld = false
     private var inReadBurst = false
     private var needsFlush = false
     private var lastWrite: EventLoopFuture<Void>?
@@ -86,20 +66,9 @@ final class TCPDNSHandler: ChannelDuplexHandler {
         self.counters = counters
         self.registry = registry
         self.idleTimeout = idleTimeout
-        self.maxInFlight = max(1, maxInFlight)
+        self.connection = TCPConnectionState(maxInFlight: maxInFlight)
         self.replays = replays
         self.logger = logger
-    }
-
-    private var hasOutstandingQueries: Bool {
-        !self.inFlight.isEmpty || !self.waiting.isEmpty
-    }
-
-    private var isWritable: Bool {
-        switch self.state {
-        case .open, .draining: return true
-        case .initial, .closing, .closed: return false
-        }
     }
 
     // MARK: lifecycle
@@ -127,7 +96,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
     }
 
     private func activate(context: ChannelHandlerContext) {
-        guard case .initial = self.state else { return }
+        guard self.connection.phase == .initial else { return }
         self.client = DNSClient(context.channel.remoteAddress, transport: .tcp)
         self.clientKey = ReplayCache.ClientKey(context.channel.remoteAddress)
         self.replayCache = self.replays?.cache(for: context.eventLoop)
@@ -136,36 +105,27 @@ final class TCPDNSHandler: ChannelDuplexHandler {
 
         let admission = self.registry.admit(context.channel, client: self.client.address)
         self.counters.connectionAccepted(admitted: admission == .admitted)
-        guard admission == .admitted else {
+        if let refused = self.connection.activate(admission: admission) {
             self.logger.debug("closing TCP connection over limit", metadata: ["dns.limit": "\(admission)"])
-            self.state = .open
-            self.close(context: context, reason: admission == .shuttingDown ? .shutdown : .limit)
+            self.close(context: context, reason: refused)
             return
         }
-        self.admitted = true
-        self.state = .open
         self.logger.debug("TCP connection accepted")
         self.armIdleTimer(context: context)
     }
 
     /// Runs once when the channel goes inactive or the handler is removed.
     private func finish(context: ChannelHandlerContext) {
-        if case .closed = self.state { return }
-        let wasInitial: Bool
-        if case .initial = self.state { wasInitial = true } else { wasInitial = false }
-        self.state = .closed
+        guard self.connection.phase != .closed else { return }
+        let closed = self.connection.finish()
         self.cancelIdleTimer()
-        self.waiting.removeAll()
-        self.inFlight.removeAll()
         self.session?.connectionClosed()
         self.session = nil
-        guard !wasInitial else { return }
-        let reason = self.closeReason ?? .client
-        if self.admitted {
+        guard let (reason, wasAdmitted) = closed else { return }  // never became active
+        if wasAdmitted {
             self.registry.release(context.channel, client: self.client.address)
         }
-        self.counters.connectionClosed(reason, wasOpen: self.admitted)
-        self.admitted = false
+        self.counters.connectionClosed(reason, wasOpen: wasAdmitted)
         self.logger.debug("TCP connection closed", metadata: ["dns.reason": "\(reason.rawValue)"])
     }
 
@@ -173,10 +133,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = Self.unwrapInboundIn(data)
-        switch self.state {
-        case .open, .draining: break
-        case .initial, .closing, .closed: return
-        }
+        guard self.connection.isWritable else { return }
         self.inReadBurst = true
         guard frame.readableBytes > 0 else {
             // A zero-length message: drop it, keep the connection. It does not reset the idle timer.
@@ -194,7 +151,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
             session.noteQuery(message)
         }
         self.cancelIdleTimer()
-        self.waiting.append(message)
+        _ = self.connection.queryRead(message)
         self.dispatchWaiting(context: context)
     }
 
@@ -211,7 +168,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
         } else if event is ChannelShouldQuiesceEvent {
             if let session = self.session {
                 // The session sends its Retry Delay and closes; queued writes stay in order.
-                self.closeReason = .shutdown
+                self.connection.noteCloseReason(.shutdown)
                 session.serverShuttingDown()
                 return
             }
@@ -234,15 +191,8 @@ final class TCPDNSHandler: ChannelDuplexHandler {
     // MARK: outbound
 
     func read(context: ChannelHandlerContext) {
-        switch self.state {
-        case .open where self.inFlight.count < self.maxInFlight && self.waiting.isEmpty:
-            context.read()
-        case .initial:
-            context.read()
-        case .open, .draining, .closing, .closed:
-            // At the in-flight cap, or no more queries wanted: read later (or never).
-            self.readHeld = true
-        }
+        // At the in-flight cap, or when no more queries are wanted, the read waits (or never comes).
+        if self.connection.readRequested() { context.read() }
     }
 
     // MARK: queries and answers
@@ -251,7 +201,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
         guard !self.dispatching else { return }
         self.dispatching = true
         var replayed = false
-        while self.isWritable, self.inFlight.count < self.maxInFlight, let query = self.waiting.popFirst() {
+        while let query = self.connection.nextQuery() {
             if let cache = self.replayCache,
                 let answer = query.withUnsafeBytes({
                     cache.answer(to: $0, client: self.clientKey, transport: .tcp, now: .now())
@@ -261,14 +211,12 @@ final class TCPDNSHandler: ChannelDuplexHandler {
                 replayed = true
                 continue
             }
-            let id = self.nextQueryID
-            self.nextQueryID &+= 1
-            self.inFlight.insert(id)
+            let id = self.connection.queryDispatched()
             self.responder.handle(
                 query: query, from: self.client, answer: self.makeRespond(id: id, query: query, context: context))
         }
         self.dispatching = false
-        if replayed, !self.hasOutstandingQueries, case .open = self.state {
+        if replayed, !self.connection.hasOutstandingQueries, self.connection.isOpen {
             self.armIdleTimer(context: context)
         }
         self.afterProgress(context: context)
@@ -293,7 +241,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
     }
 
     private func answered(id: UInt64, answer: DNSAnswer, query: [UInt8], context: ChannelHandlerContext) {
-        guard self.inFlight.remove(id) != nil else { return }  // late, duplicate, or connection gone
+        guard self.connection.answered(id) else { return }  // late, duplicate, or connection gone
         if let bytes = answer.bytes {
             if bytes.count > Int(UInt16.max) {
                 self.counters.update { $0.malformedDropped += 1 }
@@ -311,14 +259,14 @@ final class TCPDNSHandler: ChannelDuplexHandler {
         } else {
             self.counters.update { $0.queriesUnanswered += 1 }
         }
-        if !self.hasOutstandingQueries, case .open = self.state {
+        if !self.connection.hasOutstandingQueries, self.connection.isOpen {
             self.armIdleTimer(context: context)
         }
         self.dispatchWaiting(context: context)
     }
 
     private func write(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
-        guard self.isWritable, context.channel.isActive else { return }
+        guard self.connection.isWritable, context.channel.isActive else { return }
         let promise = context.eventLoop.makePromise(of: Void.self)
         context.write(Self.wrapOutboundOut(buffer), promise: promise)
         self.lastWrite = promise.futureResult
@@ -332,31 +280,17 @@ final class TCPDNSHandler: ChannelDuplexHandler {
     /// After queries were dispatched or answered: close a draining connection that is done,
     /// resume reading below the cap.
     private func afterProgress(context: ChannelHandlerContext) {
-        switch self.state {
-        case .draining(let reason):
-            if !self.hasOutstandingQueries {
-                self.close(context: context, reason: reason)
-            }
-        case .open:
-            if self.readHeld, self.inFlight.count < self.maxInFlight, self.waiting.isEmpty {
-                self.readHeld = false
-                context.read()
-            }
-        case .initial, .closing, .closed:
-            break
+        switch self.connection.afterProgress() {
+        case .none: break
+        case .resumeReading: context.read()
+        case .close(let reason): self.close(context: context, reason: reason)
         }
     }
 
     private func startDraining(context: ChannelHandlerContext, reason: TCPCloseReason) {
-        switch self.state {
-        case .open:
-            self.state = .draining(reason)
+        if self.connection.startDraining(reason) {
             self.cancelIdleTimer()
             self.afterProgress(context: context)
-        case .initial:
-            self.closeReason = reason
-        case .draining, .closing, .closed:
-            break
         }
     }
 
@@ -368,14 +302,8 @@ final class TCPDNSHandler: ChannelDuplexHandler {
     }
 
     private func close(context: ChannelHandlerContext, reason: TCPCloseReason) {
-        switch self.state {
-        case .open, .draining: break
-        case .initial, .closing, .closed: return
-        }
-        self.state = .closing
-        self.closeReason = reason
+        guard self.connection.close(reason) else { return }
         self.cancelIdleTimer()
-        self.waiting.removeAll()
         self.flushIfNeeded(context: context)
         if let lastWrite = self.lastWrite, let loopBound = self.loopBound {
             // Let the last answers reach the socket before closing it.
@@ -403,7 +331,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
 
     /// A message from the session (a response or a PUSH).
     func sessionWrite(_ message: [UInt8], context: ChannelHandlerContext) {
-        guard self.isWritable, context.channel.isActive, message.count <= Int(UInt16.max) else { return }
+        guard self.connection.isWritable, context.channel.isActive, message.count <= Int(UInt16.max) else { return }
         let promise = context.eventLoop.makePromise(of: Void.self)
         context.write(Self.wrapOutboundOut(context.channel.allocator.buffer(bytes: message)), promise: promise)
         self.lastWrite = promise.futureResult
@@ -418,7 +346,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
             _ = (context.channel as? any SocketOptionProvider)?.setSoLinger(linger(l_onoff: 1, l_linger: 0))
             self.lastWrite = nil
         }
-        self.close(context: context, reason: abort ? .error : (self.closeReason ?? .client))
+        self.close(context: context, reason: abort ? .error : (self.connection.closeReason ?? .client))
     }
 
     // MARK: idle timer
@@ -440,7 +368,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
     }
 
     private func idleTimerFired(generation: UInt64, context: ChannelHandlerContext) {
-        guard generation == self.idleGeneration, case .open = self.state, !self.hasOutstandingQueries else { return }
+        guard generation == self.idleGeneration, self.connection.mayCloseIdle else { return }
         self.idleTimer = nil
         self.logger.debug("closing idle TCP connection")
         self.close(context: context, reason: .idle)
