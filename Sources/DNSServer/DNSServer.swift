@@ -307,7 +307,8 @@ public final class DNSServer: Service, Sendable {
 
     private static let ipv6Only = ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only)
 
-    /// The per-connection pipeline: 2-byte length framing both ways, then the DNS handler.
+    /// The per-connection pipeline: 2-byte length framing both ways, DSO routing when the
+    /// responder holds sessions, then the DNS handler.
     static func addTCPHandlers(
         to pipeline: ChannelPipeline.SynchronousOperations,
         responder: any DNSResponder,
@@ -319,6 +320,9 @@ public final class DNSServer: Service, Sendable {
     ) throws {
         try pipeline.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes)))
         try pipeline.addHandler(LengthFieldPrepender(lengthFieldBitLength: .twoBytes))
+        if let sessions = responder as? any DNSSessionResponder {
+            try pipeline.addHandler(DSOSessionHandler(responder: sessions, counters: counters))
+        }
         try pipeline.addHandler(
             TCPDNSHandler(
                 responder: responder,

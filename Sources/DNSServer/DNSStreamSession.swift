@@ -30,9 +30,9 @@ public protocol DNSSessionResponder: DNSResponder {
 /// its own lock.
 public final class DNSStreamConnection: Sendable {
     private let eventLoop: any EventLoop
-    private let handler: NIOLoopBound<(TCPDNSHandler, ChannelHandlerContext)>
+    private let handler: NIOLoopBound<(DSOSessionHandler, ChannelHandlerContext)>
 
-    init(eventLoop: any EventLoop, handler: NIOLoopBound<(TCPDNSHandler, ChannelHandlerContext)>) {
+    init(eventLoop: any EventLoop, handler: NIOLoopBound<(DSOSessionHandler, ChannelHandlerContext)>) {
         self.eventLoop = eventLoop
         self.handler = handler
     }
@@ -40,8 +40,8 @@ public final class DNSStreamConnection: Sendable {
     public func send(_ message: [UInt8]) {
         let handler = self.handler
         eventLoop.execute {
-            let (tcp, context) = handler.value
-            tcp.sessionWrite(message, context: context)
+            let (dso, context) = handler.value
+            dso.sessionWrite(message, context: context)
         }
     }
 
@@ -49,8 +49,8 @@ public final class DNSStreamConnection: Sendable {
     public func close(abort: Bool) {
         let handler = self.handler
         eventLoop.execute {
-            let (tcp, context) = handler.value
-            tcp.sessionClose(abort: abort, context: context)
+            let (dso, context) = handler.value
+            dso.sessionClose(abort: abort, context: context)
         }
     }
 }

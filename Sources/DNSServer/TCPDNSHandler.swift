@@ -50,8 +50,8 @@ final class TCPDNSHandler: ChannelDuplexHandler {
     private var idleGeneration: UInt64 = 0
 
     private var loopBound: NIOLoopBound<(TCPDNSHandler, ChannelHandlerContext)>?
-    /// The connection's DSO session (RFC 8490), from its first DSO message on.
-    private var session: (any DNSStreamSession)?
+    /// A DSO session (RFC 8490) owns the connection's end (`DSOSessionHandler`): no idle timer.
+    private var sessionOpened = false
 
     init(
         responder: any DNSResponder,
@@ -119,8 +119,6 @@ final class TCPDNSHandler: ChannelDuplexHandler {
         guard self.connection.phase != .closed else { return }
         let closed = self.connection.finish()
         self.cancelIdleTimer()
-        self.session?.connectionClosed()
-        self.session = nil
         guard let (reason, wasAdmitted) = closed else { return }  // never became active
         if wasAdmitted {
             self.registry.release(context.channel, client: self.client.address)
@@ -143,13 +141,6 @@ final class TCPDNSHandler: ChannelDuplexHandler {
         }
         self.counters.queryReceived(overTCP: true)
         let message = Array(frame.readableBytesView)
-        if let session = self.streamSession(for: message, context: context) {
-            guard !isDSOMessage(message) else {
-                session.receive(message)
-                return
-            }
-            session.noteQuery(message)
-        }
         self.cancelIdleTimer()
         _ = self.connection.queryRead(message)
         self.dispatchWaiting(context: context)
@@ -166,13 +157,9 @@ final class TCPDNSHandler: ChannelDuplexHandler {
             self.logger.debug("TCP client closed its side")
             self.startDraining(context: context, reason: .client)
         } else if event is ChannelShouldQuiesceEvent {
-            if let session = self.session {
-                // The session sends its Retry Delay and closes; queued writes stay in order.
-                self.connection.noteCloseReason(.shutdown)
-                session.serverShuttingDown()
-                return
-            }
             self.startDraining(context: context, reason: .shutdown)
+        } else if let event = event as? DSOSessionEvent {
+            self.sessionEvent(event, context: context)
         } else {
             context.fireUserInboundEventTriggered(event)
         }
@@ -317,43 +304,32 @@ final class TCPDNSHandler: ChannelDuplexHandler {
 
     // MARK: DSO session
 
-    private func streamSession(for message: [UInt8], context: ChannelHandlerContext) -> (any DNSStreamSession)? {
-        if let session = self.session { return session }
-        guard isDSOMessage(message), let responder = self.responder as? any DNSSessionResponder,
-            let loopBound = self.loopBound
-        else { return nil }
-        self.cancelIdleTimer()
-        let session = responder.openSession(
-            client: self.client, connection: DNSStreamConnection(eventLoop: context.eventLoop, handler: loopBound))
-        self.session = session
-        return session
-    }
-
-    /// A message from the session (a response or a PUSH).
-    func sessionWrite(_ message: [UInt8], context: ChannelHandlerContext) {
-        guard self.connection.isWritable, context.channel.isActive, message.count <= Int(UInt16.max) else { return }
-        let promise = context.eventLoop.makePromise(of: Void.self)
-        context.write(Self.wrapOutboundOut(context.channel.allocator.buffer(bytes: message)), promise: promise)
-        self.lastWrite = promise.futureResult
-        self.needsFlush = true
-        if !self.inReadBurst { self.flushIfNeeded(context: context) }
-    }
-
-    func sessionClose(abort: Bool, context: ChannelHandlerContext) {
-        if abort {
-            // RST rather than FIN (RFC 8490 §5.3); only what is already flushed goes out.
-            self.flushIfNeeded(context: context)
-            _ = (context.channel as? any SocketOptionProvider)?.setSoLinger(linger(l_onoff: 1, l_linger: 0))
-            self.lastWrite = nil
+    private func sessionEvent(_ event: DSOSessionEvent, context: ChannelHandlerContext) {
+        switch event {
+        case .opened:
+            self.sessionOpened = true
+            self.cancelIdleTimer()
+        case .shuttingDown:
+            self.connection.noteCloseReason(.shutdown)
+        case .close(let abort, let after):
+            if abort {
+                // Only what is already flushed goes out (the session set SO_LINGER 0).
+                self.flushIfNeeded(context: context)
+                self.lastWrite = nil
+            } else if let after {
+                // Close once the session's last message and this handler's last answer are out.
+                self.lastWrite = self.lastWrite.map { EventLoopFuture.andAllComplete([$0, after], on: context.eventLoop) }
+                    ?? after
+            }
+            self.close(context: context, reason: abort ? .error : (self.connection.closeReason ?? .client))
         }
-        self.close(context: context, reason: abort ? .error : (self.connection.closeReason ?? .client))
     }
 
     // MARK: idle timer
 
     private func armIdleTimer(context: ChannelHandlerContext) {
         self.cancelIdleTimer()
-        guard self.session == nil else { return }  // the DSO session's timers rule now
+        guard !self.sessionOpened else { return }  // the DSO session's timers rule now
         self.idleGeneration &+= 1
         let generation = self.idleGeneration
         self.idleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: self.idleTimeout) {
