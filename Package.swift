@@ -79,7 +79,7 @@ let package = Package(
         .target(
             name: "AdminHTTP",
             dependencies: [
-                "DiscoveryProxy",
+                "DiscoveryProxy", "DNSWire",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -160,7 +160,7 @@ let package = Package(
         .testTarget(
             name: "AdminHTTPTests",
             dependencies: [
-                "AdminHTTP", "DiscoveryProxy",
+                "AdminHTTP", "DiscoveryProxy", "DNSWire",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -1,3 +1,4 @@
+import DNSWire
 import DiscoveryProxy
 import Foundation
 
@@ -121,7 +122,7 @@ public enum StatusPage {
                     html += "<td>"
                     if let txt = service.txt {
                         html += txt.map { entry in
-                            let text = entry.value.map { "\(entry.key)=\($0)" } ?? entry.key
+                            let text = entry.text.map { "\(entry.key)=\($0)" } ?? entry.key
                             return "<span class=\"chip\">\(escape(text))</span>"
                         }.joined(separator: " ")
                     }

@@ -1,17 +1,7 @@
 import DNSWire
 
-/// One `key[=value]` of a TXT record (RFC 6763 §6.3–6.5).
-public struct TXTEntry: Sendable, Hashable {
-    /// The key as text (ASCII 0x20–0x7E other than `=`; other bytes shown as `\DDD`).
-    public var key: String
-    /// The value bytes; nil for a boolean attribute (no `=`), empty for `key=`.
-    public var value: [UInt8]?
-
-    public init(key: String, value: [UInt8]?) {
-        self.key = key
-        self.value = value
-    }
-
+/// `dnssd-browse`'s view of a TXT attribute (DNSWire's `TXTEntry`).
+extension TXTEntry {
     /// The value for display: UTF-8 text with control characters and invalid bytes as `\xHH`
     /// and a backslash as `\\`; nil for a boolean attribute.
     public var displayValue: String? {
@@ -30,7 +20,7 @@ public enum TXTRecord {
     /// key counts, compared case-insensitively (RFC 6763 §6.4), and a string whose length byte
     /// runs past the end is taken as far as it goes.
     public static func parse(_ rdata: [UInt8]) -> [TXTEntry] {
-        TXTAttributes.parse(rdata).map { TXTEntry(key: ServiceNames.displayLabel($0.key), value: $0.value) }
+        TXTAttributes.parse(rdata).map { TXTEntry(key: ServiceNames.displayLabel($0.key), bytes: $0.value) }
     }
 
     /// The character strings of TXT RDATA, as sent.

@@ -39,3 +39,44 @@ public enum TXTAttributes {
         return out
     }
 }
+
+/// One `key[=value]` of a TXT record (RFC 6763 §6.3–6.5): the key as text, the value as the
+/// bytes sent (nil for a boolean attribute without `=`, empty for `key=`). How a value is
+/// shown is the caller's choice: `text` for the status page, `dnssd-browse`'s escaped form.
+/// Encoded (status API) as `{"key": ..., "value": text}`, without `value` for a boolean.
+public struct TXTEntry: Sendable, Hashable, Codable {
+    public var key: String
+    public var value: [UInt8]?
+
+    public init(key: String, bytes: [UInt8]?) {
+        self.key = key
+        self.value = bytes
+    }
+
+    /// From text, as the status page and tests write it.
+    public init(key: String, value: String?) {
+        self.init(key: key, bytes: value.map { Array($0.utf8) })
+    }
+
+    /// The value as UTF-8 text, invalid bytes as replacement characters; nil for a boolean.
+    public var text: String? { value.map { String(decoding: $0, as: UTF8.self) } }
+
+    /// Every attribute of TXT RDATA, keys decoded as UTF-8 (`TXTAttributes.parse`).
+    public static func parse(_ rdata: [UInt8]) -> [TXTEntry] {
+        TXTAttributes.parse(rdata).map { TXTEntry(key: String(decoding: $0.key, as: UTF8.self), bytes: $0.value) }
+    }
+
+    private enum CodingKeys: String, CodingKey { case key, value }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(key: try container.decode(String.self, forKey: .key),
+            value: try container.decodeIfPresent(String.self, forKey: .value))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(key, forKey: .key)
+        try container.encodeIfPresent(text, forKey: .value)
+    }
+}

@@ -48,26 +48,6 @@ public struct ServiceStatus: Sendable, Codable, Equatable {
     }
 }
 
-/// One TXT string: `key=value`, or a bare `key` (value nil). Values that are not UTF-8 are
-/// shown with replacement characters; the DNS answers themselves stay byte-exact.
-public struct TXTEntry: Sendable, Codable, Equatable {
-    public var key: String
-    public var value: String?
-
-    public init(key: String, value: String?) {
-        self.key = key
-        self.value = value
-    }
-
-    /// Parses TXT RDATA with DNSWire's `TXTAttributes` (RFC 6763 §6.4: empty strings and
-    /// strings beginning with `=` skipped, the first occurrence of a key wins, case-insensitively).
-    public static func parse(_ rdata: [UInt8]) -> [TXTEntry] {
-        TXTAttributes.parse(rdata).map {
-            TXTEntry(key: String(decoding: $0.key, as: UTF8.self), value: $0.value.map { String(decoding: $0, as: UTF8.self) })
-        }
-    }
-}
-
 extension LinkStatus {
     static func make(links: [Link], browses: [BrowseKey: Browse], suppressLinkLocal: Bool, now: Duration) -> [LinkStatus] {
         links.map { link in

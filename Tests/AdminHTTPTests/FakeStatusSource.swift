@@ -1,3 +1,4 @@
+import DNSWire
 import AdminHTTP
 import DiscoveryProxy
 import Foundation
