@@ -40,8 +40,7 @@ public struct RateLimitedResponder: DNSResponder {
         let clock = self.clock
         inner.handle(query: query, from: client) { answer in
             guard let answer else { return respond(nil) }
-            let now = (clock.now - epoch) / .seconds(1)
-            switch limiter.decide(client: client.address, now: now) {
+            switch limiter.decide(client: client.address, now: clock.now - epoch) {
             case .send:
                 respond(answer)
             case .slip:

@@ -31,14 +31,15 @@ public enum RateLimitDecision: Sendable, Equatable {
     case drop
 }
 
-/// The per-prefix token buckets. Thread-safe; the clock is passed in (seconds) so that tests
-/// can drive it.
+/// The per-prefix token buckets. Thread-safe; the time is passed in, as the time since the
+/// limiter's user started (the same kind of clock as the proxy's mDNS token buckets), so that
+/// tests can drive it.
 public final class ResponseRateLimiter: Sendable {
     public let limit: ResponseRateLimit
 
     private struct Bucket {
         var tokens: Double
-        var updated: Double
+        var updated: Duration
         var limitedCount = 0
     }
 
@@ -65,14 +66,14 @@ public final class ResponseRateLimiter: Sendable {
         return masked
     }
 
-    public func decide(client address: [UInt8], now: Double) -> RateLimitDecision {
+    public func decide(client address: [UInt8], now: Duration) -> RateLimitDecision {
         guard limit.isEnabled else { return .send }
         let key = prefix(of: address)
         let rate = Double(limit.responsesPerSecond)
         let capacity = self.capacity
         return state.withLock { state in
             var bucket = state.buckets[key] ?? Bucket(tokens: capacity, updated: now)
-            bucket.tokens = min(capacity, bucket.tokens + max(0, now - bucket.updated) * rate)
+            bucket.tokens = min(capacity, bucket.tokens + max(0, (now - bucket.updated) / .seconds(1)) * rate)
             bucket.updated = now
             defer {
                 if state.buckets[key] == nil, state.buckets.count >= limit.maxTrackedPrefixes {
@@ -95,8 +96,8 @@ public final class ResponseRateLimiter: Sendable {
 
     /// Drops buckets that have refilled (they behave as new ones); if none has, the table is
     /// cleared rather than grown without bound (a flood from more prefixes than the table holds).
-    private func forgetIdle(_ state: inout State, now: Double, rate: Double, capacity: Double) {
-        state.buckets = state.buckets.filter { $0.value.tokens + (now - $0.value.updated) * rate < capacity }
+    private func forgetIdle(_ state: inout State, now: Duration, rate: Double, capacity: Double) {
+        state.buckets = state.buckets.filter { $0.value.tokens + (now - $0.value.updated) / .seconds(1) * rate < capacity }
         if state.buckets.count >= limit.maxTrackedPrefixes { state.buckets.removeAll() }
     }
 

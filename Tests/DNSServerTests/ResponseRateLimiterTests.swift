@@ -15,17 +15,17 @@ struct ResponseRateLimiterTests {
     func offByDefault() {
         let limiter = ResponseRateLimiter(ResponseRateLimit())
         #expect(!limiter.limit.isEnabled)
-        for _ in 0..<1000 { #expect(limiter.decide(client: [192, 0, 2, 1], now: 0) == .send) }
+        for _ in 0..<1000 { #expect(limiter.decide(client: [192, 0, 2, 1], now: .zero) == .send) }
     }
 
     @Test("a /24 shares one bucket; beyond it every 2nd limited answer slips, the rest drop")
     func sharedPrefixAndSlip() {
         let limiter = limiter()
         var decisions: [RateLimitDecision] = []
-        for host in 1...9 { decisions.append(limiter.decide(client: [192, 0, 2, UInt8(host)], now: 0)) }
+        for host in 1...9 { decisions.append(limiter.decide(client: [192, 0, 2, UInt8(host)], now: .zero)) }
         #expect(decisions == [.send, .send, .send, .send, .send, .drop, .slip, .drop, .slip])
-        #expect(limiter.decide(client: [198, 51, 100, 1], now: 0) == .send, "another /24 has its own bucket")
-        #expect(limiter.decide(client: [192, 0, 2, 1], now: 1.0) == .send, "refilled at 5/s")
+        #expect(limiter.decide(client: [198, 51, 100, 1], now: .zero) == .send, "another /24 has its own bucket")
+        #expect(limiter.decide(client: [192, 0, 2, 1], now: .seconds(1)) == .send, "refilled at 5/s")
     }
 
     @Test("IPv6 clients are grouped by /56")
@@ -36,9 +36,9 @@ struct ResponseRateLimiterTests {
         b[7] = 0xff  // same /56 (first 7 bytes)
         var c = a
         c[6] = 0x02  // another /56
-        #expect(limiter.decide(client: a, now: 0) == .send)
-        #expect(limiter.decide(client: b, now: 0) == .drop)
-        #expect(limiter.decide(client: c, now: 0) == .send)
+        #expect(limiter.decide(client: a, now: .zero) == .send)
+        #expect(limiter.decide(client: b, now: .zero) == .drop)
+        #expect(limiter.decide(client: c, now: .zero) == .send)
         #expect(limiter.prefix(of: a) == [0x20, 0x01, 0x0d, 0xb8, 0, 0x01, 0] + [UInt8](repeating: 0, count: 9))
     }
 
@@ -49,7 +49,7 @@ struct ResponseRateLimiterTests {
         limit.maxTrackedPrefixes = 100
         let limiter = ResponseRateLimiter(limit)
         for index in 0..<10_000 {
-            _ = limiter.decide(client: [10, UInt8(index >> 8 & 0xFF), UInt8(index & 0xFF), 1], now: Double(index) / 1000)
+            _ = limiter.decide(client: [10, UInt8(index >> 8 & 0xFF), UInt8(index & 0xFF), 1], now: .milliseconds(index))
         }
         #expect(limiter.trackedPrefixes <= 100)
     }
