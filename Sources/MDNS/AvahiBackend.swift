@@ -393,8 +393,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
             return
         }
         let delay = max(.zero, due - now)
-        let milliseconds = delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000
-        cavahi_timeout_arm(self.pollAPI, timer, UInt32(clamping: milliseconds))
+        cavahi_timeout_arm(self.pollAPI, timer, UInt32(clamping: Int64(delay / .milliseconds(1))))
     }
 
     fileprivate func slotTimerFired(_ slot: ClientSlot) {
