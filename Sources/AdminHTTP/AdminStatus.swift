@@ -85,6 +85,8 @@ public struct TCPStats: Sendable, Codable, Equatable {
     public var accepted: Int
     public var closedIdle: Int
     public var closedLimit: Int
+    /// At `tcp.max-connection-lifetime`.
+    public var closedLifetime: Int
     public var closedError: Int
     public var closedClient: Int
 
@@ -93,6 +95,7 @@ public struct TCPStats: Sendable, Codable, Equatable {
         accepted: Int = 0,
         closedIdle: Int = 0,
         closedLimit: Int = 0,
+        closedLifetime: Int = 0,
         closedError: Int = 0,
         closedClient: Int = 0
     ) {
@@ -100,6 +103,7 @@ public struct TCPStats: Sendable, Codable, Equatable {
         self.accepted = accepted
         self.closedIdle = closedIdle
         self.closedLimit = closedLimit
+        self.closedLifetime = closedLifetime
         self.closedError = closedError
         self.closedClient = closedClient
     }

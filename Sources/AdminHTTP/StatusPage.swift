@@ -75,7 +75,9 @@ public enum StatusPage {
         card(
             "TCP connections", "\(formatCount(status.tcp.open)) open",
             "\(formatCount(status.tcp.accepted)) accepted · \(formatCount(status.tcp.closedIdle)) idle · "
-                + "\(formatCount(status.tcp.closedLimit)) limit · \(formatCount(status.tcp.closedError)) error")
+                + "\(formatCount(status.tcp.closedLimit)) limit · "
+                + (status.tcp.closedLifetime > 0 ? "\(formatCount(status.tcp.closedLifetime)) lifetime · " : "")
+                + "\(formatCount(status.tcp.closedError)) error")
         card(
             "mDNS browses", "\(formatCount(proxy.activeBrowses)) active",
             "\(formatCount(proxy.mdnsQueriesStarted)) started · \(formatCount(proxy.rateLimited)) rate-limited")

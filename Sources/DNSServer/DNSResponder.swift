@@ -12,11 +12,17 @@ public struct DNSClient: Sendable, CustomStringConvertible {
     public var address: [UInt8]
     public var port: Int
     public var transport: DNSTransport
+    /// The idle timeout the server holds for the TCP connection the query came on, to be told
+    /// to a client that asks with edns-tcp-keepalive (RFC 7828 §3.3.2). Zero when the server
+    /// wants the connection closed; nil over UDP and inside a DSO session, where the option
+    /// must not be sent (RFC 7828 §3.3.1, RFC 8490 §7.1.2).
+    public var tcpIdleTimeout: Duration?
 
-    public init(address: [UInt8], port: Int, transport: DNSTransport) {
+    public init(address: [UInt8], port: Int, transport: DNSTransport, tcpIdleTimeout: Duration? = nil) {
         self.address = address
         self.port = port
         self.transport = transport
+        self.tcpIdleTimeout = tcpIdleTimeout
     }
 
     /// `192.0.2.1:53/udp`, `[2001:db8::1]:53/tcp`: the address as NIO (`inet_ntop`) writes it.

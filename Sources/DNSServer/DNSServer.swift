@@ -328,7 +328,8 @@ public final class DNSServer: Service, Sendable {
                 responder: responder,
                 counters: counters,
                 registry: registry,
-                idleTimeout: TimeAmount(configuration.tcpIdleTimeout),
+                idleTimeout: configuration.tcpIdleTimeout,
+                lifetime: configuration.tcpMaxConnectionLifetime,
                 maxInFlight: configuration.maxInFlightPerConnection,
                 replays: replays,
                 logger: logger

@@ -30,6 +30,14 @@ public struct DNSServerConfiguration: Sendable {
     public var maxTCPConnections: Int = 1024
     /// Per client IP address.
     public var maxTCPConnectionsPerClient: Int = 64
+    /// Per client subnet, a /24 for IPv4 and a /56 for IPv6 (one site's delegation), so that a
+    /// network cannot take every connection by spreading over its addresses (RFC 7766 §10).
+    /// nil: four times `maxTCPConnectionsPerClient`.
+    public var maxTCPConnectionsPerSubnet: Int?
+    /// A connection open this long stops reading, answers what it has and closes (RFC 7766
+    /// §6.2.2 lets servers bound a connection's life; a DSO session is exempt, it has its own
+    /// timers). nil: no limit.
+    public var tcpMaxConnectionLifetime: Duration?
     /// Queries being answered at once on one TCP connection; beyond it the server stops reading
     /// from that connection until some are answered (backpressure, not a close).
     public var maxInFlightPerConnection: Int = 64
@@ -58,6 +66,14 @@ public struct DNSServerConfiguration: Sendable {
     public var shutdownGracePeriod: Duration = .seconds(2)
 
     public init() {}
+
+    /// The per-subnet limit in force.
+    public var effectiveMaxTCPConnectionsPerSubnet: Int {
+        maxTCPConnectionsPerSubnet ?? maxTCPConnectionsPerClient * Self.subnetClients
+    }
+
+    /// The clients a subnet may hold at the per-client limit when no per-subnet limit is given.
+    public static let subnetClients = 4
 
     public init(listenAddresses: [ListenAddress]) {
         self.listenAddresses = listenAddresses

@@ -22,8 +22,11 @@ public struct DNSServerStats: Sendable, Hashable {
     public var tcpConnectionsAccepted = 0
     /// Closed after `tcpIdleTimeout` without a query in flight.
     public var tcpClosedIdle = 0
-    /// Closed at once because of `maxTCPConnections` or `maxTCPConnectionsPerClient`.
+    /// Closed at once because of `maxTCPConnections`, `maxTCPConnectionsPerClient` or
+    /// `maxTCPConnectionsPerSubnet`.
     public var tcpClosedLimit = 0
+    /// Closed after `tcpMaxConnectionLifetime`, once its answers were sent.
+    public var tcpClosedLifetime = 0
     /// Closed after an I/O or framing error.
     public var tcpClosedError = 0
     /// Closed by the client (or after the client's half-close, once its answers were sent).
@@ -38,6 +41,7 @@ public struct DNSServerStats: Sendable, Hashable {
 enum TCPCloseReason: String, Sendable {
     case idle
     case limit
+    case lifetime
     case error
     case client
     case shutdown
@@ -60,7 +64,7 @@ final class DNSServerMetrics: Sendable {
         accepted = Counter(label: "dns_tcp_connections_total", dimensions: [("event", "accepted")], factory: factory)
         var closed: [TCPCloseReason: Counter] = [:]
         // A shutdown closes every connection at once; it is not a connection event to watch.
-        for reason in [TCPCloseReason.idle, .limit, .error, .client] {
+        for reason in [TCPCloseReason.idle, .limit, .lifetime, .error, .client] {
             closed[reason] = Counter(
                 label: "dns_tcp_connections_total", dimensions: [("event", "closed_\(reason.rawValue)")], factory: factory)
         }
@@ -124,6 +128,7 @@ final class DNSServerCounters: Sendable {
             switch reason {
             case .idle: stats.tcpClosedIdle += 1
             case .limit: stats.tcpClosedLimit += 1
+            case .lifetime: stats.tcpClosedLifetime += 1
             case .error: stats.tcpClosedError += 1
             case .client: stats.tcpClosedClient += 1
             case .shutdown: stats.tcpClosedShutdown += 1

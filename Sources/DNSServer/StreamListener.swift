@@ -50,7 +50,8 @@ final class StreamListener: Sendable {
         self.replays = replays
         self.logger = logger
         self.registry = TCPConnectionRegistry(
-            maxTotal: configuration.maxTCPConnections, maxPerClient: configuration.maxTCPConnectionsPerClient)
+            maxTotal: configuration.maxTCPConnections, maxPerClient: configuration.maxTCPConnectionsPerClient,
+            maxPerSubnet: configuration.effectiveMaxTCPConnectionsPerSubnet)
     }
 
     /// Listens on `address` (IPv6 sockets are IPv6-only, so that an IPv4 listener on the same

@@ -1,12 +1,13 @@
 import NIOCore
 import Synchronization
 
-/// Admits TCP connections within the total and per-client limits and remembers the open ones,
-/// so that a graceful shutdown can ask them to finish and then close whatever is left.
+/// Admits TCP connections within the total, per-client and per-subnet limits and remembers the
+/// open ones, so that a graceful shutdown can ask them to finish and then close whatever is left.
 final class TCPConnectionRegistry: Sendable {
     private struct State {
         var channels: [ObjectIdentifier: any Channel] = [:]
         var perClient: [[UInt8]: Int] = [:]
+        var perSubnet: [[UInt8]: Int] = [:]
         var shuttingDown = false
     }
 
@@ -14,20 +15,40 @@ final class TCPConnectionRegistry: Sendable {
         case admitted
         case overTotalLimit
         case overClientLimit
+        case overSubnetLimit
         case shuttingDown
     }
 
     private let maxTotal: Int
     private let maxPerClient: Int
+    private let maxPerSubnet: Int
+    /// From this many open connections on, the server is short of them (`isShortOfConnections`).
+    private let shortageThreshold: Int
     private let state = Mutex(State())
+    /// `channels.count`, readable per query without the lock.
+    private let open = Atomic<Int>(0)
 
-    init(maxTotal: Int, maxPerClient: Int) {
+    init(maxTotal: Int, maxPerClient: Int, maxPerSubnet: Int = .max) {
         self.maxTotal = maxTotal
         self.maxPerClient = maxPerClient
+        self.maxPerSubnet = maxPerSubnet
+        self.shortageThreshold = max(1, maxTotal - maxTotal / 8)
     }
 
     var count: Int {
-        self.state.withLock { $0.channels.count }
+        self.open.load(ordering: .relaxed)
+    }
+
+    /// Seven eighths of the total limit are open: a connection that sends a query now is told
+    /// an idle timeout of 0 (RFC 7828 §3.3.2) and closes once idle (RFC 7766 §6.2.3), so that
+    /// slots free up before new clients are turned away.
+    var isShortOfConnections: Bool {
+        self.open.load(ordering: .relaxed) >= self.shortageThreshold
+    }
+
+    /// The subnet a client address counts against: its /24 (IPv4) or /56 (IPv6).
+    static func subnet(of address: [UInt8]) -> [UInt8] {
+        Array(address.prefix(address.count == 4 ? 3 : 7))
     }
 
     func admit(_ channel: any Channel, client: [UInt8]) -> Admission {
@@ -36,8 +57,13 @@ final class TCPConnectionRegistry: Sendable {
             if state.channels.count >= self.maxTotal { return .overTotalLimit }
             let fromClient = state.perClient[client, default: 0]
             if fromClient >= self.maxPerClient { return .overClientLimit }
+            let subnet = Self.subnet(of: client)
+            let fromSubnet = state.perSubnet[subnet, default: 0]
+            if fromSubnet >= self.maxPerSubnet { return .overSubnetLimit }
             state.channels[ObjectIdentifier(channel)] = channel
             state.perClient[client] = fromClient + 1
+            state.perSubnet[subnet] = fromSubnet + 1
+            self.open.store(state.channels.count, ordering: .relaxed)
             return .admitted
         }
     }
@@ -45,8 +71,12 @@ final class TCPConnectionRegistry: Sendable {
     func release(_ channel: any Channel, client: [UInt8]) {
         self.state.withLock { state in
             guard state.channels.removeValue(forKey: ObjectIdentifier(channel)) != nil else { return }
+            self.open.store(state.channels.count, ordering: .relaxed)
             let left = state.perClient[client, default: 1] - 1
             state.perClient[client] = left > 0 ? left : nil
+            let subnet = Self.subnet(of: client)
+            let leftInSubnet = state.perSubnet[subnet, default: 1] - 1
+            state.perSubnet[subnet] = leftInSubnet > 0 ? leftInSubnet : nil
         }
     }
 

@@ -31,6 +31,10 @@ struct TCPConnectionState {
     private var nextQueryID: UInt64 = 0
     /// A `read()` was held back at the cap, to be issued once below it.
     private var readHeld = false
+    /// A DSO session owns the connection's end: no idle timer, lifetime or keepalive option.
+    private(set) var hasSession = false
+    /// The connection was told an idle timeout of 0 (RFC 7828 §3.3.2): it closes once idle.
+    private(set) var closesWhenIdle = false
 
     init(maxInFlight: Int) {
         self.maxInFlight = max(1, maxInFlight)
@@ -144,6 +148,24 @@ struct TCPConnectionState {
         closeReason = reason
         waiting.removeAll()
         return true
+    }
+
+    /// A DSO session (RFC 8490) took the connection over.
+    mutating func sessionOpened() {
+        hasSession = true
+    }
+
+    /// The idle timeout to tell the client with the answer to the query being dispatched
+    /// (RFC 7828 §3.3.2: the one currently associated with the connection): the configured
+    /// one, or less when the lifetime runs out sooner; 0 when the server is short of
+    /// connections, and from then on the connection closes once idle. Nil inside a session.
+    mutating func idleTimeoutToAnnounce(
+        configured: Duration, shortOfConnections: Bool, lifetimeLeft: Duration?
+    ) -> Duration? {
+        guard !hasSession else { return nil }
+        if shortOfConnections { closesWhenIdle = true }
+        if closesWhenIdle { return .zero }
+        return lifetimeLeft.map { max(.zero, min(configured, $0)) } ?? configured
     }
 
     /// The idle timer fired: close only an open connection with nothing outstanding.

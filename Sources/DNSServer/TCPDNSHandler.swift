@@ -18,8 +18,12 @@ import Synchronization
 ///   At the cap, queries already read wait here and the handler holds back `read()`.
 /// - The idle timer runs only while no query is in flight, from the last complete message or
 ///   answer; partial messages do not reset it (§6.2.3). A zero-length message is dropped.
-/// - After the client's half-close (or a graceful shutdown) the connection answers what it
-///   has and then closes. Nothing is written once the channel is closing or closed (§6.2.4).
+/// - After the client's half-close (or a graceful shutdown, or at `tcpMaxConnectionLifetime`)
+///   the connection answers what it has and then closes. Nothing is written once the channel is
+///   closing or closed (§6.2.4).
+/// - Each query tells the responder the idle timeout to announce to a client that asks
+///   (RFC 7828, `DNSClient.tcpIdleTimeout`): 0 while the server is short of connections, and
+///   such a connection then closes as soon as it is idle.
 final class TCPDNSHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = Never
@@ -29,7 +33,8 @@ final class TCPDNSHandler: ChannelDuplexHandler {
     private let responder: any DNSResponder
     private let counters: DNSServerCounters
     private let registry: TCPConnectionRegistry
-    private let idleTimeout: TimeAmount
+    private let idleTimeout: Duration
+    private let lifetime: Duration?
     private let replays: ReplayCaches?
     private var logger: Logger
     /// This loop's replay cache (shared with the loop's other connections and UDP).
@@ -48,16 +53,17 @@ final class TCPDNSHandler: ChannelDuplexHandler {
 
     private var idleTimer: Scheduled<Void>?
     private var idleGeneration: UInt64 = 0
+    private var lifetimeTimer: Scheduled<Void>?
+    private var openedAt = NIODeadline.uptimeNanoseconds(0)
 
     private var loopBound: NIOLoopBound<(TCPDNSHandler, ChannelHandlerContext)>?
-    /// A DSO session (RFC 8490) owns the connection's end (`DSOSessionHandler`): no idle timer.
-    private var sessionOpened = false
 
     init(
         responder: any DNSResponder,
         counters: DNSServerCounters,
         registry: TCPConnectionRegistry,
-        idleTimeout: TimeAmount,
+        idleTimeout: Duration,
+        lifetime: Duration? = nil,
         maxInFlight: Int,
         replays: ReplayCaches? = nil,
         logger: Logger
@@ -66,6 +72,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
         self.counters = counters
         self.registry = registry
         self.idleTimeout = idleTimeout
+        self.lifetime = lifetime
         self.connection = TCPConnectionState(maxInFlight: maxInFlight)
         self.replays = replays
         self.logger = logger
@@ -81,6 +88,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.cancelIdleTimer()
+        self.cancelLifetimeTimer()
         self.loopBound = nil
         self.finish(context: context)
     }
@@ -112,6 +120,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
         }
         self.logger.debug("TCP connection accepted")
         self.armIdleTimer(context: context)
+        self.armLifetimeTimer(context: context)
     }
 
     /// Runs once when the channel goes inactive or the handler is removed.
@@ -119,6 +128,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
         guard self.connection.phase != .closed else { return }
         let closed = self.connection.finish()
         self.cancelIdleTimer()
+        self.cancelLifetimeTimer()
         guard let (reason, wasAdmitted) = closed else { return }  // never became active
         if wasAdmitted {
             self.registry.release(context.channel, client: self.client.address)
@@ -199,8 +209,12 @@ final class TCPDNSHandler: ChannelDuplexHandler {
                 continue
             }
             let id = self.connection.queryDispatched()
+            var client = self.client
+            client.tcpIdleTimeout = self.connection.idleTimeoutToAnnounce(
+                configured: self.idleTimeout, shortOfConnections: self.registry.isShortOfConnections,
+                lifetimeLeft: self.lifetime.map { $0 - .nanoseconds((context.eventLoop.now - self.openedAt).nanoseconds) })
             self.responder.handle(
-                query: query, from: self.client, answer: self.makeRespond(id: id, query: query, context: context))
+                query: query, from: client, answer: self.makeRespond(id: id, query: query, context: context))
         }
         self.dispatching = false
         if replayed, !self.connection.hasOutstandingQueries, self.connection.isOpen {
@@ -307,8 +321,9 @@ final class TCPDNSHandler: ChannelDuplexHandler {
     private func sessionEvent(_ event: DSOSessionEvent, context: ChannelHandlerContext) {
         switch event {
         case .opened:
-            self.sessionOpened = true
+            self.connection.sessionOpened()
             self.cancelIdleTimer()
+            self.cancelLifetimeTimer()
         case .shuttingDown:
             self.connection.noteCloseReason(.shutdown)
         case .close(let abort, let after):
@@ -329,10 +344,11 @@ final class TCPDNSHandler: ChannelDuplexHandler {
 
     private func armIdleTimer(context: ChannelHandlerContext) {
         self.cancelIdleTimer()
-        guard !self.sessionOpened else { return }  // the DSO session's timers rule now
+        guard !self.connection.hasSession else { return }  // the DSO session's timers rule now
         self.idleGeneration &+= 1
         let generation = self.idleGeneration
-        self.idleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: self.idleTimeout) {
+        let timeout = self.connection.closesWhenIdle ? .zero : TimeAmount(self.idleTimeout)
+        self.idleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
             self.idleTimerFired(generation: generation, context: context)
         }
     }
@@ -348,6 +364,24 @@ final class TCPDNSHandler: ChannelDuplexHandler {
         self.idleTimer = nil
         self.logger.debug("closing idle TCP connection")
         self.close(context: context, reason: .idle)
+    }
+
+    // MARK: lifetime
+
+    private func armLifetimeTimer(context: ChannelHandlerContext) {
+        guard let lifetime = self.lifetime else { return }
+        self.openedAt = context.eventLoop.now
+        self.lifetimeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(lifetime)) {
+            self.lifetimeTimer = nil
+            guard !self.connection.hasSession else { return }
+            self.logger.debug("TCP connection reached its lifetime; answering what it has, then closing")
+            self.startDraining(context: context, reason: .lifetime)
+        }
+    }
+
+    private func cancelLifetimeTimer() {
+        self.lifetimeTimer?.cancel()
+        self.lifetimeTimer = nil
     }
 }
 

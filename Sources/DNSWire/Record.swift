@@ -107,7 +107,20 @@ public struct EDNS: Hashable, Sendable {
             self.code = code
             self.data = data
         }
+
+        /// edns-tcp-keepalive (RFC 7828 §3.1).
+        public static let tcpKeepaliveCode: UInt16 = 11
+
+        /// edns-tcp-keepalive with a TIMEOUT: `timeout` in units of 100 ms, rounded down and
+        /// capped at 65535 units (about 1.8 hours).
+        public static func tcpKeepalive(timeout: Duration) -> Option {
+            let units = UInt16(clamping: max(0, Int64(timeout / .milliseconds(100))))
+            return Option(code: tcpKeepaliveCode, data: [UInt8(units >> 8), UInt8(units & 0xFF)])
+        }
     }
+
+    /// The query's edns-tcp-keepalive option, if it has one.
+    public var asksTCPKeepalive: Bool { options.contains { $0.code == Option.tcpKeepaliveCode } }
 
     public init(
         udpPayloadSize: UInt16 = 1232, extendedRCodeHigh: UInt8 = 0, version: UInt8 = 0, dnssecOK: Bool = false,

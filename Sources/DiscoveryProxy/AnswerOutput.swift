@@ -26,6 +26,12 @@ final class AnswerOutput: Sendable {
 
     /// Encodes and sends `message`; `replay` says whether (and as what) it may be replayed.
     func finish(_ message: Message, _ context: QueryContext, cache: String, replay: ReplayTicket.Kind? = nil) {
+        var message = message
+        var replay = replay
+        if let keepalive = context.tcpKeepalive, message.edns != nil {
+            message.edns?.options.append(.tcpKeepalive(timeout: keepalive))
+            replay = nil
+        }
         var sent = message
         var bytes: [UInt8]?
         do {

@@ -118,6 +118,10 @@ struct QueryContext: Sendable {
     var respond: @Sendable (ProxyReply) -> Void
     /// Set for queries whose hit answer may be shared with other clients (`AnswerMemo`).
     var memoKey: AnswerMemo.Key? = nil
+    /// The connection's idle timeout, announced in the answer's edns-tcp-keepalive (RFC 7828):
+    /// set when a TCP query asked. Such an answer is for this connection now, so neither
+    /// replayed nor shared.
+    var tcpKeepalive: Duration? = nil
 
     /// A bounded set of metric label values: the common types by name, the rest as "other".
     static func label(for type: RRType) -> String {

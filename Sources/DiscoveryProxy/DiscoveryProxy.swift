@@ -136,16 +136,20 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     /// Answers one query message. `respond` is called exactly once: synchronously for
     /// everything but an mDNS miss, which is answered later from another thread. `client` is
     /// the sender's address (4 or 16 bytes) for the client ACL; nil skips the check.
+    /// `tcpIdleTimeout`: the connection's idle timeout, announced to a TCP query that carries
+    /// edns-tcp-keepalive (RFC 7828 §3.3.2); nil announces nothing.
     public func handle(
-        query bytes: [UInt8], overTCP: Bool, client: [UInt8]? = nil,
+        query bytes: [UInt8], overTCP: Bool, client: [UInt8]? = nil, tcpIdleTimeout: Duration? = nil,
         respond: @escaping @Sendable ([UInt8]?) -> Void
     ) {
-        handle(query: bytes, overTCP: overTCP, client: client) { (reply: ProxyReply) in respond(reply.bytes) }
+        handle(query: bytes, overTCP: overTCP, client: client, tcpIdleTimeout: tcpIdleTimeout) { (reply: ProxyReply) in
+            respond(reply.bytes)
+        }
     }
 
     /// As above, with a `ReplayTicket` on answers the front end may replay to the same client.
     public func handle(
-        query bytes: [UInt8], overTCP: Bool, client: [UInt8]? = nil,
+        query bytes: [UInt8], overTCP: Bool, client: [UInt8]? = nil, tcpIdleTimeout: Duration? = nil,
         reply respond: @escaping @Sendable (ProxyReply) -> Void
     ) {
         // Read before anything the answer depends on (see `invalidateReplays`).
@@ -161,6 +165,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             started: scheduler.now(), epoch: epoch,
             replayLifetime: ReplayTicket.lifetime(browseIdleTimeout: intake.catalog.configuration.browseIdleTimeout),
             transport: overTCP ? "tcp" : "udp", qtype: limits.qtype, limit: limits.size, respond: respond)
+        if limits.asksTCPKeepalive { context.tcpKeepalive = tcpIdleTimeout }
         switch decision {
         case .drop:
             break
@@ -196,7 +201,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
                 answerAny(plan, query: query, context: context, answers: intake.answers)
                 return
             }
-            context.memoKey = AnswerMemo.Key(query: bytes, overTCP: overTCP)
+            if context.tcpKeepalive == nil { context.memoKey = AnswerMemo.Key(query: bytes, overTCP: overTCP) }
             lookup(plan, query: query, context: context, configuration: intake.catalog.configuration)
         }
     }

@@ -29,10 +29,13 @@ struct QueryIntake: Sendable {
         case mdns(Message, MDNSPlan)
     }
 
-    /// What the answer may be: its size limit and its qtype label for metrics.
+    /// What the answer may be: its size limit, its qtype label for metrics, and whether it
+    /// may carry edns-tcp-keepalive (a TCP query that asked for it, RFC 7828 §3.3.2; over UDP
+    /// the option is ignored, §3.3.1).
     struct Limits {
         var size = 512
         var qtype = "none"
+        var asksTCPKeepalive = false
     }
 
     func decide(_ bytes: [UInt8], overTCP: Bool, client: [UInt8]?) -> (Decision, Limits) {
@@ -52,6 +55,7 @@ struct QueryIntake: Sendable {
         }
         limits.size = Self.answerLimit(for: query, overTCP: overTCP, configuration: catalog.configuration)
         limits.qtype = query.questions.first.map { QueryContext.label(for: $0.type) } ?? "none"
+        limits.asksTCPKeepalive = overTCP && query.edns?.asksTCPKeepalive == true
         if let client, let allowed = catalog.configuration.allowedClients,
             !allowed.contains(where: { $0.contains(client) })
         {

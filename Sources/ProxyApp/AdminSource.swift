@@ -31,7 +31,7 @@ struct AdminSource: AdminStatusSource {
             udpQueriesReceived: dns.udpQueriesReceived, tcpQueriesReceived: dns.tcpQueriesReceived,
             tcp: TCPStats(
                 open: dns.tcpConnectionsOpen, accepted: dns.tcpConnectionsAccepted, closedIdle: dns.tcpClosedIdle,
-                closedLimit: dns.tcpClosedLimit, closedError: dns.tcpClosedError, closedClient: dns.tcpClosedClient),
+                closedLimit: dns.tcpClosedLimit, closedLifetime: dns.tcpClosedLifetime, closedError: dns.tcpClosedError, closedClient: dns.tcpClosedClient),
             avahi: AvahiStats(
                 connected: mdns == .running, clients: backend.clientCount, liveQueries: backend.liveQueryCount,
                 reconnects: backend.reconnectCount),

@@ -61,6 +61,10 @@ public struct AppConfiguration: Sendable, Equatable {
     public var tcpIdleTimeoutSeconds = server.tcpIdleTimeout / .seconds(1)
     public var tcpMaxConnections = server.maxTCPConnections
     public var tcpMaxConnectionsPerClient = server.maxTCPConnectionsPerClient
+    /// nil: `DNSServerConfiguration.subnetClients` times the per-client limit.
+    public var tcpMaxConnectionsPerSubnet = server.maxTCPConnectionsPerSubnet
+    /// 0: no limit.
+    public var tcpMaxConnectionLifetimeSeconds = server.tcpMaxConnectionLifetime.map { $0 / .seconds(1) } ?? 0
     public var tcpMaxInFlightPerConnection = server.maxInFlightPerConnection
 
     /// Admin HTTP endpoint (metrics, health, status); nil disables it.

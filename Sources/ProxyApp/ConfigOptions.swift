@@ -102,6 +102,28 @@ extension AppConfiguration {
             .scalar(
                 "tcp.max-connections-per-client", \.tcpMaxConnectionsPerClient, .integer,
                 [Rule({ $0 >= 1 }, "must be at least 1")]),
+            ConfigOption(
+                "tcp.max-connections-per-subnet",
+                read: { reader, value, key, config in
+                    if let limit = reader.integer(value, key: key) { config.tcpMaxConnectionsPerSubnet = limit }
+                },
+                render: { config, _ in
+                    guard let limit = config.tcpMaxConnectionsPerSubnet else {
+                        let derived = config.tcpMaxConnectionsPerClient * DNSServerConfiguration.subnetClients
+                        return ["max-connections-per-subnet: \(derived)  # default: "
+                            + "\(DNSServerConfiguration.subnetClients) × max-connections-per-client"]
+                    }
+                    return ["max-connections-per-subnet: \(limit)"]
+                },
+                validate: { config, _ in
+                    guard let limit = config.tcpMaxConnectionsPerSubnet, limit < 1 else { return [] }
+                    return [ConfigError(key: "tcp.max-connections-per-subnet", value: "\(limit)",
+                        reason: "must be at least 1")]
+                }),
+            .scalar(
+                "tcp.max-connection-lifetime", \.tcpMaxConnectionLifetimeSeconds, .number,
+                [Rule({ $0 >= 0 }, "must not be negative (0: no limit)")],
+                comment: { $0.tcpMaxConnectionLifetimeSeconds == 0 ? "no limit" : nil }),
             .scalar(
                 "tcp.max-in-flight-per-connection", \.tcpMaxInFlightPerConnection, .integer,
                 [Rule({ $0 >= 1 }, "must be at least 1")]),

@@ -21,12 +21,17 @@ struct ProxyResponder: DNSResponder {
     let proxy: DiscoveryProxy
 
     func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void) {
-        proxy.handle(query: query, overTCP: client.transport == .tcp, client: client.address, respond: respond)
+        proxy.handle(
+            query: query, overTCP: client.transport == .tcp, client: client.address,
+            tcpIdleTimeout: client.tcpIdleTimeout, respond: respond)
     }
 
     func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void) {
         let proxy = self.proxy
-        proxy.handle(query: query, overTCP: client.transport == .tcp, client: client.address) { reply in
+        proxy.handle(
+            query: query, overTCP: client.transport == .tcp, client: client.address,
+            tcpIdleTimeout: client.tcpIdleTimeout
+        ) { reply in
             answer(DNSAnswer(bytes: reply.bytes, replay: reply.replay.map { Self.replay($0, of: proxy) }))
         }
     }
@@ -91,6 +96,11 @@ public struct ProxyApplication: Sendable {
         serverConfiguration.tcpIdleTimeout = .milliseconds(Int(configuration.tcpIdleTimeoutSeconds * 1000))
         serverConfiguration.maxTCPConnections = configuration.tcpMaxConnections
         serverConfiguration.maxTCPConnectionsPerClient = configuration.tcpMaxConnectionsPerClient
+        serverConfiguration.maxTCPConnectionsPerSubnet = configuration.tcpMaxConnectionsPerSubnet
+        if configuration.tcpMaxConnectionLifetimeSeconds > 0 {
+            serverConfiguration.tcpMaxConnectionLifetime = .milliseconds(
+                Int(configuration.tcpMaxConnectionLifetimeSeconds * 1000))
+        }
         serverConfiguration.maxInFlightPerConnection = configuration.tcpMaxInFlightPerConnection
         serverConfiguration.replayAnswers = configuration.replayAnswers
         var responder: any DNSResponder = ProxyResponder(proxy: proxy)

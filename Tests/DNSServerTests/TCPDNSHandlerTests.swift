@@ -36,7 +36,8 @@ final class TCPHarness {
             registry
             ?? TCPConnectionRegistry(
                 maxTotal: configuration.maxTCPConnections,
-                maxPerClient: configuration.maxTCPConnectionsPerClient
+                maxPerClient: configuration.maxTCPConnectionsPerClient,
+                maxPerSubnet: configuration.effectiveMaxTCPConnectionsPerSubnet
             )
         try self.channel.pipeline.syncOperations.addHandler(self.readCounter)
         try DNSServer.addTCPHandlers(

@@ -134,6 +134,20 @@ struct ConfigurationTests {
         #expect(reloaded.rateLimit == config.rateLimit && reloaded.maxBrowses == 500 && reloaded.user == "root")
     }
 
+    @Test("TCP limits per subnet and on a connection's lifetime: defaults printed, bad values named")
+    func tcpLimits() throws {
+        let printed = AppConfiguration().render(interfaces: interfaces)
+        #expect(printed.contains("  max-connections-per-subnet: 256  # default: 4 × max-connections-per-client\n"))
+        #expect(printed.contains("  max-connection-lifetime: 0.0  # no limit\n"))
+        let (config, errors) = AppConfiguration.parse(yaml: "tcp: {max-connections-per-subnet: 0, max-connection-lifetime: -1}\n")
+        #expect(errors.isEmpty, "\(errors)")
+        let problems = config.validate(interfaces: interfaces).map(\.description)
+        #expect(problems.contains("tcp.max-connections-per-subnet: \"0\": must be at least 1"))
+        #expect(problems.contains("tcp.max-connection-lifetime: \"-1.0\": must not be negative (0: no limit)"))
+        let (_, wrong) = AppConfiguration.parse(yaml: "tcp: {max-connections-per-subnet: lots}\n")
+        #expect(wrong.map(\.description) == ["tcp.max-connections-per-subnet: \"lots\": expected a whole number"])
+    }
+
     @Test("one table declares every key once; it reads, checks, prints and applies flags")
     func optionTable() throws {
         let keys = AppConfiguration.options.map(\.key)
@@ -153,7 +167,7 @@ struct ConfigurationTests {
             optimistic-answers: false
             optimistic-max-staleness: 300
             replay-answers: false
-            tcp: {idle-timeout: 5, max-connections: 100, max-connections-per-client: 8, max-in-flight-per-connection: 16}
+            tcp: {idle-timeout: 5, max-connections: 100, max-connections-per-client: 8, max-connections-per-subnet: 20, max-connection-lifetime: 3600, max-in-flight-per-connection: 16}
             avahi: {objects-per-client: 500, object-budget: 5000}
             push: {on-tcp: false, max-sessions: 10, inactivity-timeout: 30, keepalive-interval: 20}
             max-browses: 1000
@@ -166,6 +180,7 @@ struct ConfigurationTests {
         let printed = reloaded.render(interfaces: interfaces)
         #expect(AppConfiguration.parse(yaml: printed).0.render(interfaces: interfaces) == printed)
         #expect(reloaded.tcpMaxInFlightPerConnection == 16 && reloaded.push.keepaliveIntervalSeconds == 20)
+        #expect(reloaded.tcpMaxConnectionsPerSubnet == 20 && reloaded.tcpMaxConnectionLifetimeSeconds == 3600)
         // Unknown keys are found at the top and inside sections, from the same table.
         let (_, unknown) = AppConfiguration.parse(yaml: "frobnicate: 1\ntcp: {idle-timout: 3}\n")
         #expect(unknown.map(\.key) == ["frobnicate", "tcp.idle-timout"])

@@ -121,18 +121,160 @@ def test_tcp_negative_and_refused(lab):
     assert r.rcode() == dns.rcode.REFUSED
 
 
+def _keepalive(r):
+    """The TIMEOUT of a reply's edns-tcp-keepalive in units of 100 ms, or None without one."""
+    for o in r.options:
+        if o.otype == 11:
+            data = o.to_wire()
+            assert len(data) == 2, "RFC 7828 §3.1: a server's keepalive option carries a TIMEOUT"
+            return struct.unpack(">H", data)[0]
+    return None
+
+
 def test_tcp_keepalive_option(lab):
-    """RFC 7828 §3.2.1-3.3: edns-tcp-keepalive is ignored over UDP (never in a
-    UDP reply); over TCP, if present in the reply, it carries a 2-byte timeout."""
+    """RFC 7828 §3.3: edns-tcp-keepalive is ignored over UDP (never in a UDP reply); a TCP
+    query carrying it gets the connection's idle timeout (10 s: 100 units of 100 ms), also
+    for an mDNS-backed answer, and a TCP query without it gets none."""
     ka = dns.edns.GenericOption(11, b"")
     r, _ = query(ZONE1, T.SOA, options=[ka])
     assert r.rcode() == dns.rcode.NOERROR
-    assert all(o.otype != 11 for o in r.options), "edns-tcp-keepalive in a UDP reply"
+    assert _keepalive(r) is None, "edns-tcp-keepalive in a UDP reply"
     r, _ = query(ZONE1, T.SOA, options=[ka], tcp=True)
     assert r.rcode() == dns.rcode.NOERROR
-    for o in r.options:
-        if o.otype == 11:
-            assert len(o.to_wire()) == 2, "keepalive option without a timeout"
+    assert _keepalive(r) == 100
+    r, _ = query(IPP1, T.PTR, options=[ka], tcp=True)
+    assert name("Printer One", "_ipp", "_tcp") in ptr_targets(r, IPP1) and _keepalive(r) == 100
+    r, _ = query(IPP1, T.PTR, tcp=True)
+    assert _keepalive(r) is None, "the option was not asked for"
+
+
+def test_dig_keepalive(lab):
+    """A real client: `dig +tcp +keepalive` prints the timeout the server announced."""
+    d = dig("+tcp", "+keepalive", "SOA", L.ZONE1)
+    assert "status: NOERROR" in d.out, d.out
+    assert "TCP KEEPALIVE: 10.0 secs" in d.out, d.out
+    d = dig("+keepalive", "SOA", L.ZONE1)
+    assert "KEEPALIVE" not in d.out, "over UDP: " + d.out
+
+
+# ---------------------------------------------------------------------------
+# Connection limits per subnet, lifetime, and keepalive 0 when short (RFC 7766 §6.2, §10;
+# RFC 7828 §3.3.2)
+# ---------------------------------------------------------------------------
+
+LIMITS_PORT = 5306
+LIMITS_CONFIG = """\
+links: []
+tcp:
+  idle-timeout: 10
+  max-connections: 16
+  max-connections-per-client: 4
+  max-connections-per-subnet: 6
+  max-connection-lifetime: 3
+"""
+
+
+@pytest.fixture(scope="module")
+def limits_proxy(lab):
+    path = os.path.join(lab.dir, "tcp-limits.yaml")
+    with open(path, "w") as f:
+        f.write(LIMITS_CONFIG)
+    proc = lab.start_proxy(name="proxy-tcplimits", port=LIMITS_PORT, v6=False,
+                           extra_args=["--config", path, "--log-level", "info"])
+    yield proc
+    lab.stop_proc("proxy-tcplimits")
+
+
+def _closed_at_once(s):
+    return wait_closed(s, 2.0) is not None
+
+
+def test_per_subnet_connection_limit(lab, limits_proxy):
+    """RFC 7766 §10 (limits per client subnet): 4 connections per address, 6 per /24.
+    A fifth from one address and a seventh from its /24 are closed at once; another /24
+    is still admitted."""
+    from loadgen import admin_json
+    before = admin_json(LIMITS_PORT + 3000)[1]["tcp"]["closedLimit"]
+    socks = []
+    try:
+        first = [_connect_from("127.0.6.1", port=LIMITS_PORT) for _ in range(5)]
+        socks += first
+        assert [_closed_at_once(s) for s in first[4:]] == [True], "a fifth connection from one address"
+        second = [_connect_from("127.0.6.2", port=LIMITS_PORT) for _ in range(3)]
+        socks += second
+        assert _closed_at_once(second[2]), "a seventh connection from 127.0.6.0/24"
+        other = _connect_from("127.0.7.1", port=LIMITS_PORT)
+        socks.append(other)
+        tcp_send(other, make_query(ZONE1, T.SOA).to_wire())
+        assert rrset(dns.message.from_wire(tcp_recv(other, 5)), ZONE1, T.SOA) is not None
+        for s in first[:4] + second[:2]:
+            assert wait_closed(s, 0.1) is None, "an admitted connection was closed"
+        after = admin_json(LIMITS_PORT + 3000)[1]["tcp"]["closedLimit"]
+        assert after - before == 2
+    finally:
+        for s in socks:
+            with contextlib.suppress(Exception):
+                s.close()
+
+
+def test_connection_lifetime(lab, limits_proxy):
+    """RFC 7766 §6.2.2 (a cap on a connection's life, here 3 s): a busy connection is
+    answered, told a keepalive no longer than its remaining life, and closed by the server
+    at 3 s although it is never idle."""
+    from loadgen import admin_json
+    before = admin_json(LIMITS_PORT + 3000)[1]["tcp"]["closedLifetime"]
+    ka = dns.edns.GenericOption(11, b"")
+    s = _connect_from("127.0.8.1", port=LIMITS_PORT)
+    t0 = time.monotonic()
+    announced = []
+    try:
+        closed = None
+        while time.monotonic() - t0 < 6:
+            try:
+                tcp_send(s, make_query(ZONE1, T.SOA, options=[ka]).to_wire())
+                r = dns.message.from_wire(tcp_recv(s, 2))
+            except (OSError, socket.timeout, EOFError, ConnectionError):
+                closed = time.monotonic() - t0
+                break
+            announced.append(_keepalive(r))
+            time.sleep(0.5)
+    finally:
+        s.close()
+    assert closed is not None and 2.5 <= closed <= 4.5, "closed after %s s" % closed
+    assert announced and all(a is not None and a <= 30 for a in announced), announced
+    assert announced[-1] < announced[0], "the announced timeout follows the remaining lifetime: %s" % announced
+    L.wait_for(lambda: admin_json(LIMITS_PORT + 3000)[1]["tcp"]["closedLifetime"] > before, 5,
+               what="the lifetime close to be counted")
+
+
+def test_keepalive_zero_when_short_of_connections(lab, limits_proxy):
+    """RFC 7828 §3.3.2: with 14 of 16 connections open (seven eighths) the server is short
+    of them: a query asking for keepalive is told 0, and that connection is closed once
+    answered, freeing its slot; with fewer open, a timeout above 0 again."""
+    ka = dns.edns.GenericOption(11, b"")
+    socks = []
+    try:
+        for i in range(13):  # 13 held, from distinct /24s
+            socks.append(_connect_from("127.0.%d.1" % (20 + i), port=LIMITS_PORT))
+        time.sleep(0.3)
+        s = _connect_from("127.0.40.1", port=LIMITS_PORT)  # the 14th
+        tcp_send(s, make_query(ZONE1, T.SOA, options=[ka]).to_wire())
+        r = dns.message.from_wire(tcp_recv(s, 5))
+        assert _keepalive(r) == 0, r
+        assert wait_closed(s, 3.0) is not None, "told 0, the connection stayed open"
+        s.close()
+        for held in socks[:4]:
+            held.close()
+        time.sleep(0.3)
+        s = _connect_from("127.0.41.1", port=LIMITS_PORT)
+        socks.append(s)
+        tcp_send(s, make_query(ZONE1, T.SOA, options=[ka]).to_wire())
+        # Not short any more: the idle timeout again, here bounded by the 3 s lifetime.
+        assert 0 < _keepalive(dns.message.from_wire(tcp_recv(s, 5))) <= 30
+    finally:
+        for s in socks:
+            with contextlib.suppress(Exception):
+                s.close()
 
 
 # ---------------------------------------------------------------------------
@@ -162,8 +304,8 @@ def _connect_from(src, port=ABUSE_PORT, timeout=5.0):
 
 def test_tcp_abuse_does_not_hurt_udp(lab, abuse_proxy):
     """RFC 7766 §6.2.2/§10, issue 5: at once — 2000 idle connections from 40
-    source addresses (the proxy admits 64 per client and 1024 in all, closing
-    the rest at once), 20 slow-drip connections (one byte a second), 10
+    source addresses in one /24 (the proxy admits 64 per client, 256 per /24 and
+    1024 in all, closing the rest at once), 20 slow-drip connections (one byte a second), 10
     oversized/garbage length prefixes, and 20 connections that pipeline 300
     queries each and never read (the socket buffers fill; reading stops at
     64 in flight). A UDP client asking a cached name every 10 ms keeps p99
