@@ -6,12 +6,17 @@ import DNSWire
 struct AnswerBuilder: Sendable {
     let configuration: ProxyConfiguration
 
-    /// The answer to an mDNS-planned query from `snapshot`, every TTL `ttl` (default: the cap).
-    func answer(_ query: Message, plan: MDNSPlan, snapshot: Snapshot, ttl: UInt32? = nil) -> Message {
+    /// The answer to an mDNS-planned query from `snapshot`, every TTL `ttl` (default: the cap);
+    /// `context` says whether the client may see the link's private addresses.
+    func answer(
+        _ query: Message, plan: MDNSPlan, snapshot: Snapshot, ttl: UInt32? = nil, for context: QueryContext
+    ) -> Message {
         var reply = reply(to: query)
         let owner = query.questions[0].name
         let ttl = ttl ?? configuration.ttlCap
-        let presentation = ZonePresentation(link: plan.link, suppressLinkLocal: configuration.suppressLinkLocal)
+        let presentation = ZonePresentation(
+            link: plan.link, suppressLinkLocal: configuration.suppressLinkLocal,
+            hidesPrivateAddresses: context.hidesPrivateAddresses)
         reply.answers = snapshot.answers.compactMap { record in
             presentation.rdata(of: record).map { ResourceRecord(name: owner, type: record.type, ttl: ttl, rdata: $0) }
         }
@@ -35,8 +40,8 @@ struct AnswerBuilder: Sendable {
     /// A query of type ANY (RFC 8482 §4.1: a subset of the RRsets is a complete answer):
     /// `records`, every RRset the live browses hold for the name, or with none the
     /// synthesized HINFO of RFC 8482 §4.2.
-    func any(_ query: Message, plan: MDNSPlan, records: [CachedRecord]) -> Message {
-        var reply = answer(query, plan: plan, snapshot: Snapshot(answers: records))
+    func any(_ query: Message, plan: MDNSPlan, records: [CachedRecord], for context: QueryContext) -> Message {
+        var reply = answer(query, plan: plan, snapshot: Snapshot(answers: records), for: context)
         if reply.answers.isEmpty {
             reply.authority = []
             reply.answers = [

@@ -122,6 +122,9 @@ struct QueryContext: Sendable {
     /// set when a TCP query asked. Such an answer is for this connection now, so neither
     /// replayed nor shared.
     var tcpKeepalive: Duration? = nil
+    /// The client is in another private address realm than the link (`PrivateRealms`): its
+    /// answers leave the link's private addresses out, so they are not shared either.
+    var hidesPrivateAddresses = false
 
     /// A bounded set of metric label values: the common types by name, the rest as "other".
     static func label(for type: RRType) -> String {

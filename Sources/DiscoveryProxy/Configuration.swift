@@ -12,12 +12,18 @@ public struct Link: Hashable, Sendable {
     public var subnets: [IPPrefix]
     /// Which service types this link shares (browse, resolve and `_services._dns-sd._udp`).
     public var services: ServiceFilter
+    /// The private address realm its hosts are in (`PrivateRealms`); nil: none named.
+    public var realm: String?
 
-    public init(interface: String, zone: DNSName, subnets: [IPPrefix] = [], services: ServiceFilter = ServiceFilter()) {
+    public init(
+        interface: String, zone: DNSName, subnets: [IPPrefix] = [], services: ServiceFilter = ServiceFilter(),
+        realm: String? = nil
+    ) {
         self.interface = interface
         self.zone = zone
         self.subnets = subnets
         self.services = services
+        self.realm = realm
     }
 }
 
@@ -75,6 +81,9 @@ public struct ProxyConfiguration: Sendable {
     public var ttlCap: UInt32 = 10
     /// Drop 169.254/16 A and fe80::/10 AAAA records (RFC 8766 §5.5.2; on by default).
     public var suppressLinkLocal: Bool = true
+    /// Which clients are in which private address realm (RFC 8766 §5.5.2); empty: no
+    /// private address is withheld.
+    public var privateRealms = PrivateRealms()
     /// Rate limit of mDNS queries the proxy starts, per link (RFC 8766 §9.3).
     public var mdnsQueriesPerSecond: Double = 20
     public var mdnsQueryBurst: Double = 40

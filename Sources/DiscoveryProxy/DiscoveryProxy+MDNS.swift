@@ -91,7 +91,9 @@ extension DiscoveryProxy {
                         "dns.answer_ms": "\((now - waiter.context.started).wholeMilliseconds)",
                     ])
             }
-            output.finish(answers.answer(waiter.query, plan: waiter.plan, snapshot: snapshot), waiter.context, cache: "miss")
+            output.finish(
+                answers.answer(waiter.query, plan: waiter.plan, snapshot: snapshot, for: waiter.context), waiter.context,
+                cache: "miss")
         }
     }
 
@@ -111,6 +113,8 @@ extension DiscoveryProxy {
             return
         }
         logger.debug("mDNS query timed out", metadata: ["mdns.question": "\(key)"])
-        output.finish(answers.answer(waiter.query, plan: waiter.plan, snapshot: snapshot), waiter.context, cache: "miss")
+        output.finish(
+            answers.answer(waiter.query, plan: waiter.plan, snapshot: snapshot, for: waiter.context), waiter.context,
+            cache: "miss")
     }
 }

@@ -18,7 +18,9 @@ extension DiscoveryProxy {
         case subscribed(initial: [PushChange], keys: [BrowseKey])
     }
 
-    func subscribe(_ request: PushSubscribe, session: Int, id: UInt16, sink: any PushSink) -> SubscribeOutcome {
+    func subscribe(
+        _ request: PushSubscribe, session: Int, id: UInt16, client: [UInt8]? = nil, sink: any PushSink
+    ) -> SubscribeOutcome {
         let catalog = self.catalog
         guard catalog.zone(containing: request.name) != nil else { return .notAuthoritative }
         let question = Question(name: request.name, type: request.type, qclass: request.rrClass)
@@ -37,7 +39,9 @@ extension DiscoveryProxy {
             let types = plan.type == .any ? Self.anyTypes : [plan.type]
             let subscriber = Subscriber(
                 session: session, id: id, owner: request.name, type: request.type,
-                presentation: ZonePresentation(link: plan.link, suppressLinkLocal: configuration.suppressLinkLocal),
+                presentation: ZonePresentation(
+                    link: plan.link, suppressLinkLocal: configuration.suppressLinkLocal,
+                    hidesPrivateAddresses: configuration.privateRealms.hidesPrivateAddresses(of: plan.link, from: client)),
                 sink: sink)
             var initial: [PushChange] = []
             var keys: [BrowseKey] = []

@@ -197,11 +197,15 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             count(\.immediate)
             output.finish(reply, context, cache: "immediate", replay: .immediate)
         case .mdns(let query, let plan):
+            context.hidesPrivateAddresses = intake.catalog.configuration.privateRealms.hidesPrivateAddresses(
+                of: plan.link, from: client)
             if plan.type == .any {
                 answerAny(plan, query: query, context: context, answers: intake.answers)
                 return
             }
-            if context.tcpKeepalive == nil { context.memoKey = AnswerMemo.Key(query: bytes, overTCP: overTCP) }
+            if context.tcpKeepalive == nil, !context.hidesPrivateAddresses {
+                context.memoKey = AnswerMemo.Key(query: bytes, overTCP: overTCP)
+            }
             lookup(plan, query: query, context: context, configuration: intake.catalog.configuration)
         }
     }
@@ -231,7 +235,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             // A provisional negative is neither replayed nor shared: it must not outlive the
             // browse's first 6 s with its 2 s negative TTL.
             output.finish(
-                answers.answer(query, plan: plan, snapshot: snapshot), context, cache: "hit",
+                answers.answer(query, plan: plan, snapshot: snapshot, for: context), context, cache: "hit",
                 replay: snapshot.isSettled ? .hit : nil)
         case .lookup(.hit):
             break  // taken above
@@ -243,7 +247,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             if let start { evict(start) }
             logger.debug("optimistic answer; refreshing", metadata: ["mdns.question": "\(key)"])
             output.finish(
-                answers.answer(query, plan: plan, snapshot: snapshot, ttl: min(configuration.ttlCap, Self.provisionalTTL)),
+                answers.answer(
+                    query, plan: plan, snapshot: snapshot, ttl: min(configuration.ttlCap, Self.provisionalTTL), for: context),
                 context, cache: "optimistic")
             if let start { begin(start) }
         case .lookup(.rateLimited):
@@ -268,7 +273,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             state.table.counters.cacheHits += 1
             return state.table.records(named: plan.localName, on: plan.link.interface)
         }
-        output.finish(answers.any(query, plan: plan, records: records), context, cache: "hit")
+        output.finish(answers.any(query, plan: plan, records: records, for: context), context, cache: "hit")
     }
 
     /// Cancels the query of a browse released to make room for `start`'s.

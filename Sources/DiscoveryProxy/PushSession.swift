@@ -20,6 +20,8 @@ public protocol PushTransport: Sendable {
 /// call avahi); the transport only queues, so sending under the mutex keeps the order.
 public final class PushSession: PushSink, Sendable {
     let id: Int
+    /// The client's address, for its private realm (`PrivateRealms`).
+    let clientAddress: [UInt8]?
     /// Strong: a session's timers may outlive the service's last other reference; the
     /// service drops its sessions when they end.
     private let service: PushService
@@ -56,8 +58,12 @@ public final class PushSession: PushSink, Sendable {
         var timer: (any ProxyTimer)?
     }
 
-    init(id: Int, service: PushService, transport: any PushTransport, admitted: Bool, logger: Logger) {
+    init(
+        id: Int, service: PushService, transport: any PushTransport, admitted: Bool, clientAddress: [UInt8]? = nil,
+        logger: Logger
+    ) {
         self.id = id
+        self.clientAddress = clientAddress
         self.service = service
         self.transport = transport
         self.logger = logger
@@ -234,7 +240,7 @@ public final class PushSession: PushSink, Sendable {
         case .ok:
             break
         }
-        let outcome = service.proxy.subscribe(request, session: id, id: message.id, sink: self)
+        let outcome = service.proxy.subscribe(request, session: id, id: message.id, client: clientAddress, sink: self)
         switch outcome {
         case .notAuthoritative, .refused:
             let rcode: RCode = if case .notAuthoritative = outcome { .notAuth } else { .refused }

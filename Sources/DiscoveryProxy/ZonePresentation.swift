@@ -2,22 +2,30 @@ import DNSWire
 
 /// How one link's cached records are shown to clients (RFC 8766 §5.5): `.local` names
 /// rewritten into the link's zone, link-local addresses left out when suppression is on
-/// (§5.5.2), and service types the link does not share left out of
+/// (§5.5.2), private addresses left out for a client of another realm (§5.5.2,
+/// `PrivateRealms`), and service types the link does not share left out of
 /// `_services._dns-sd._udp`. Unicast answers (`AnswerBuilder`), DNS Push (`Subscriber`) and
 /// the status page all show records through it, so a record reads the same everywhere.
 struct ZonePresentation: Sendable {
     var zone: DNSName
     var services: ServiceFilter
     var suppressLinkLocal: Bool
+    var hidesPrivateAddresses: Bool
 
-    init(zone: DNSName, services: ServiceFilter = ServiceFilter(), suppressLinkLocal: Bool) {
+    init(
+        zone: DNSName, services: ServiceFilter = ServiceFilter(), suppressLinkLocal: Bool,
+        hidesPrivateAddresses: Bool = false
+    ) {
         self.zone = zone
         self.services = services
         self.suppressLinkLocal = suppressLinkLocal
+        self.hidesPrivateAddresses = hidesPrivateAddresses
     }
 
-    init(link: Link, suppressLinkLocal: Bool) {
-        self.init(zone: link.zone, services: link.services, suppressLinkLocal: suppressLinkLocal)
+    init(link: Link, suppressLinkLocal: Bool, hidesPrivateAddresses: Bool = false) {
+        self.init(
+            zone: link.zone, services: link.services, suppressLinkLocal: suppressLinkLocal,
+            hidesPrivateAddresses: hidesPrivateAddresses)
     }
 
     /// The RDATA a client is given for `record`; nil when the record is not shown (a
@@ -34,7 +42,11 @@ struct ZonePresentation: Sendable {
     /// The RDATA in the zone without the service filter: what a RECONFIRM names, and the
     /// status page's view of a record.
     func rewritten(_ record: CachedRecord) -> RData? {
-        record.rdata.flatMap { NameMapping.toZone($0, zone: zone, suppressLinkLocal: suppressLinkLocal) }
+        guard let rdata = record.rdata.flatMap({ NameMapping.toZone($0, zone: zone, suppressLinkLocal: suppressLinkLocal) })
+        else { return nil }
+        if hidesPrivateAddresses, case .a(let address) = rdata, PrivateRealms.isPrivate(address) { return nil }
+        if hidesPrivateAddresses, case .aaaa(let address) = rdata, PrivateRealms.isPrivate(address) { return nil }
+        return rdata
     }
 
     /// The record's owner name in the zone (for additional records); nil when too long.

@@ -83,7 +83,7 @@ extension AppConfiguration {
         let links = self.links.map { spec in
             Link(interface: spec.interface, zone: spec.domain,
                 subnets: (spec.subnets ?? interfaces.prefixes[spec.interface] ?? []).filter { !$0.isLinkLocal },
-                services: spec.services)
+                services: spec.services, realm: spec.realm)
         }
         var config = ProxyConfiguration(links: links, serverName: effectiveServerName, hostmaster: hostmaster)
         config.negativeTimeout = .milliseconds(Int(negativeTimeoutSeconds * 1000))
@@ -96,6 +96,7 @@ extension AppConfiguration {
         config.optimisticAnswers = optimisticAnswers
         config.optimisticMaxStaleness = .milliseconds(Int(optimisticMaxStalenessSeconds * 1000))
         config.allowedClients = effectiveAllowedClients(interfaces: interfaces)
+        config.privateRealms = privateRealms
         config.push = push.advertisement(interfaces: interfaces, links: links.map(\.interface))
         config.maxBrowses = maxBrowses
         return config
@@ -131,6 +132,7 @@ extension AppConfiguration {
                 if link.services.allow == nil { lines.append("    services:") }
                 lines.append("      deny: [\(link.services.deny.sorted().joined(separator: ", "))]")
             }
+            if let realm = link.realm { lines.append("    realm: \(realm)") }
         }
         return lines
     }

@@ -15,16 +15,19 @@ public struct AppConfiguration: Sendable, Equatable {
         public var origin: String?
         /// Service types shared from this link (`services: {allow: [...], deny: [...]}`).
         public var services = ServiceFilter()
+        /// The private address realm of its hosts, a name from `private-realms`.
+        public var realm: String?
 
         public init(
             interface: String, domain: DNSName, subnets: [IPPrefix]? = nil, origin: String? = nil,
-            services: ServiceFilter = ServiceFilter()
+            services: ServiceFilter = ServiceFilter(), realm: String? = nil
         ) {
             self.interface = interface
             self.domain = domain
             self.subnets = subnets
             self.origin = origin
             self.services = services
+            self.realm = realm
         }
     }
 
@@ -71,6 +74,8 @@ public struct AppConfiguration: Sendable, Equatable {
     public var admin: ListenAddress? = ListenAddress(host: "127.0.0.1", port: 8053)
     /// Clients allowed to query; nil means loopback plus the subnets of this host's interfaces.
     public var allowClients: [IPPrefix]?
+    /// Client prefixes by private address realm (RFC 8766 §5.5.2), sorted by name.
+    public var privateRealms = PrivateRealms()
 
     /// DNS Push over DSO (RFC 8765, RFC 8490).
     public var push = PushSettings()

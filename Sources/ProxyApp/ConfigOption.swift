@@ -182,6 +182,18 @@ struct ConfigReader {
         return parsed
     }
 
+    /// `private-realms`: a mapping of realm names to client prefix lists.
+    mutating func privateRealms(_ value: Any, key: String) -> PrivateRealms? {
+        guard let mapping = value as? [String: Any] else {
+            errors.append(ConfigError(key: key, value: "\(value)",
+                reason: "expected a mapping of realm names to client prefixes, e.g. {campus: [\"10.0.0.0/8\"]}"))
+            return nil
+        }
+        return PrivateRealms(mapping.keys.sorted().map { name in
+            PrivateRealms.Realm(name: name, clients: prefixes(mapping[name] ?? [], key: "\(key).\(name)"))
+        })
+    }
+
     mutating func prefixes(_ value: Any, key: String) -> [IPPrefix] {
         list(value, key: key, expected: "a list of prefixes",
             element: "a prefix such as 192.0.2.0/24 or 2001:db8::/64") { IPPrefix($0) } ?? []
@@ -216,7 +228,7 @@ struct ConfigReader {
                 errors.append(ConfigError(key: key, value: "\(item)", reason: "expected a mapping with interface and domain"))
                 continue
             }
-            unknownKeys(entry, known: ["interface", "domain", "subnets", "services"], prefix: key + ".")
+            unknownKeys(entry, known: ["interface", "domain", "subnets", "services", "realm"], prefix: key + ".")
             guard let interface = field(entry, "interface", key: key + ".interface") else {
                 errors.append(ConfigError(key: key + ".interface", reason: "missing"))
                 continue
@@ -240,7 +252,8 @@ struct ConfigReader {
                 }
             }
             links.append(AppConfiguration.LinkSpec(
-                interface: interface, domain: zone, subnets: subnets, origin: key, services: filter))
+                interface: interface, domain: zone, subnets: subnets, origin: key, services: filter,
+                realm: field(entry, "realm", key: key + ".realm")))
         }
         return links
     }

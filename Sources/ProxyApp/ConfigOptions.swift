@@ -95,6 +95,33 @@ extension AppConfiguration {
                     let note = config.allowClients == nil ? "  # default: loopback + this host's subnets" : ""
                     return ["allow-clients: [\(clients.joined(separator: ", "))]\(note)"]
                 }),
+            ConfigOption(
+                "private-realms",
+                read: { reader, value, key, config in
+                    if let realms = reader.privateRealms(value, key: key) { config.privateRealms = realms }
+                },
+                render: { config, _ in
+                    guard !config.privateRealms.isEmpty else {
+                        return ["private-realms: {}  # none: private addresses are shown to every client"]
+                    }
+                    return ["private-realms:"] + config.privateRealms.realms.map { realm in
+                        "  \(realm.name): [\(realm.clients.map { "\"\($0)\"" }.joined(separator: ", "))]"
+                    }
+                },
+                validate: { config, _ in
+                    let names = config.privateRealms.realms.map(\.name)
+                    var errors = names.filter { !Self.isRealmName($0) }.map {
+                        ConfigError(key: "private-realms", value: $0,
+                            reason: "a realm name is letters, digits, '-', '_' and '.'")
+                    }
+                    for (index, link) in config.links.enumerated() {
+                        guard let realm = link.realm, !names.contains(realm) else { continue }
+                        let known = names.isEmpty ? "none is defined" : "defined: " + names.joined(separator: ", ")
+                        errors.append(ConfigError(key: config.entry(index) + ".realm", value: realm,
+                            reason: "not a realm of private-realms (\(known)); add it there with its client prefixes"))
+                    }
+                    return errors
+                }),
             .scalar(
                 "tcp.idle-timeout", \.tcpIdleTimeoutSeconds, .number, [Rule({ $0 > 0 }, "must be positive")]),
             .scalar(
@@ -227,6 +254,10 @@ extension AppConfiguration {
     }
 
     static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+
+    static func isRealmName(_ name: String) -> Bool {
+        !name.isEmpty && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }
+    }
 
     /// The option declared for `key`, for the flags.
     static func option(_ key: String) -> ConfigOption? { options.first { $0.key == key } }

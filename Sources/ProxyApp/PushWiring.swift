@@ -16,7 +16,9 @@ struct SessionResponder: DNSSessionResponder {
     }
 
     func openSession(client: DNSClient, connection: DNSStreamConnection) -> any DNSStreamSession {
-        StreamSession(session: push.openSession(client: "\(client)", transport: StreamTransport(connection: connection)))
+        StreamSession(
+            session: push.openSession(
+                client: "\(client)", address: client.address, transport: StreamTransport(connection: connection)))
     }
 }
 

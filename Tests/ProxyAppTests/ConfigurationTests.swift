@@ -148,6 +148,42 @@ struct ConfigurationTests {
         #expect(wrong.map(\.description) == ["tcp.max-connections-per-subnet: \"lots\": expected a whole number"])
     }
 
+    @Test("private realms: a link's realm must be defined; printed and read back (RFC 8766 §5.5.2)")
+    func privateRealms() throws {
+        let yaml = """
+            links: [{interface: eth1, domain: lab1.example., realm: building-1}]
+            server-name: ns.example.
+            private-realms:
+              building-1: [10.1.0.0/16, "fd00:1::/48"]
+              guest: [10.99.0.0/16]
+            """
+        let (config, errors) = AppConfiguration.parse(yaml: yaml)
+        #expect(errors.isEmpty, "\(errors)")
+        #expect(config.validate(interfaces: interfaces).isEmpty)
+        #expect(config.links[0].realm == "building-1")
+        #expect(config.privateRealms.realms.map(\.name) == ["building-1", "guest"])
+        let proxy = config.proxyConfiguration(interfaces: interfaces)
+        #expect(proxy.links[0].realm == "building-1")
+        #expect(proxy.privateRealms.realm(of: [10, 99, 3, 4]) == "guest")
+        let printed = config.render(interfaces: interfaces)
+        #expect(printed.contains("    realm: building-1\n"))
+        #expect(printed.contains("private-realms:\n  building-1: [\"10.1.0.0/16\", \"fd00:1::/48\"]\n  guest: [\"10.99.0.0/16\"]"))
+        #expect(AppConfiguration.parse(yaml: printed).0.privateRealms == config.privateRealms)
+        #expect(AppConfiguration().render(interfaces: interfaces).contains(
+            "private-realms: {}  # none: private addresses are shown to every client"))
+
+        var typo = config
+        typo.links[0].realm = "buildng-1"
+        #expect(typo.validate(interfaces: interfaces).map(\.description) == [
+            "links[0].realm: \"buildng-1\": not a realm of private-realms (defined: building-1, guest); "
+                + "add it there with its client prefixes"
+        ])
+        let (_, wrong) = AppConfiguration.parse(yaml: "private-realms: [10.0.0.0/8]\n")
+        #expect(wrong.map(\.key) == ["private-realms"])
+        let (badName, _) = AppConfiguration.parse(yaml: "private-realms: {\"a b\": [10.0.0.0/8]}\n")
+        #expect(badName.validate(interfaces: interfaces).contains { $0.key == "private-realms" && $0.value == "a b" })
+    }
+
     @Test("one table declares every key once; it reads, checks, prints and applies flags")
     func optionTable() throws {
         let keys = AppConfiguration.options.map(\.key)

@@ -61,6 +61,7 @@ PROXY_ADDR, PROXY_ADDR6, PROXY_PORT = "127.0.0.1", "::1", 5300
 FAR1_HOST, FAR2_HOST = "farhost1", "farhost2"
 ZC_HOST = "zc-host"        # zeroconf host: 192.0.2.20, 2001:db8:1::20
 MIXED_HOST = "mixedhost"   # 169.254.7.7, fe80::77, 192.0.2.77, 2001:db8:1::77
+REALM_HOST = "realm-host"  # 10.20.30.40, 192.0.2.40, fd00:db8::40, 2001:db8:1::40
 
 BULK_COUNT = 64
 BULK_TXT_STRINGS = [("k%d=" % i).encode() + bytes([0x61 + i]) * 230 for i in range(3)]
@@ -109,6 +110,8 @@ ZC_SERVICES = {
 ZC_HOSTS = {
     ZC_HOST: ["192.0.2.20", "2001:db8:1::20"],
     MIXED_HOST: ["169.254.7.7", "192.0.2.77", "fe80::77", "2001:db8:1::77"],
+    # Private addresses only as record data (RFC 8766 §5.5.2 tests); nothing sends to them.
+    REALM_HOST: ["10.20.30.40", "192.0.2.40", "fd00:db8::40", "2001:db8:1::40"],
 }
 
 # --------------------------------------------------------------------------
@@ -627,14 +630,17 @@ class Lab:
         return p if os.path.isabs(p) else os.path.join(REPO, p)
 
     def start_proxy(self, extra_args=(), timeout=30, name="proxy", port=PROXY_PORT, v6=True,
-                    binary=None, log_level="debug"):
+                    binary=None, log_level="debug", links=True):
         """Start the proxy in dpt-r (`name` keys its log); wait for the apex SOA.
-        `binary` overrides DISCOVERY_PROXY_BIN; benchmarks pass a quieter `log_level`."""
+        `binary` overrides DISCOVERY_PROXY_BIN; benchmarks pass a quieter `log_level`.
+        `links=False` leaves out the two --link flags (a --config file names the links)."""
         binary = binary or self.proxy_bin()
         if not os.access(binary, os.X_OK):
             raise RuntimeError("proxy binary %s not found (build it or set DISCOVERY_PROXY_BIN)" % binary)
-        cmd = [binary, "--link", "%s=%s" % (R_IF1, ZONE1), "--link", "%s=%s" % (R_IF2, ZONE2),
-               "--listen", "%s:%d" % (PROXY_ADDR, port)]
+        cmd = [binary]
+        if links:
+            cmd += ["--link", "%s=%s" % (R_IF1, ZONE1), "--link", "%s=%s" % (R_IF2, ZONE2)]
+        cmd += ["--listen", "%s:%d" % (PROXY_ADDR, port)]
         if v6:
             cmd += ["--listen", "[%s]:%d" % (PROXY_ADDR6, port)]
         cmd += ["--server-name", SERVER_NAME, "--log-level", log_level] + list(extra_args)
