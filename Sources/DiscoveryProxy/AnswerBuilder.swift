@@ -17,8 +17,10 @@ struct AnswerBuilder: Sendable {
         let presentation = ZonePresentation(
             link: plan.link, suppressLinkLocal: configuration.suppressLinkLocal,
             hidesPrivateAddresses: context.hidesPrivateAddresses)
+        let usable = UsableTargets(snapshot: snapshot, presentation: presentation, enabled: configuration.suppressLinkLocal)
         reply.answers = snapshot.answers.compactMap { record in
-            presentation.rdata(of: record).map { ResourceRecord(name: owner, type: record.type, ttl: ttl, rdata: $0) }
+            guard usable.shows(record) else { return nil }
+            return presentation.rdata(of: record).map { ResourceRecord(name: owner, type: record.type, ttl: ttl, rdata: $0) }
         }
         if reply.answers.isEmpty {
             // NODATA, never NXDOMAIN: the name may be an empty non-terminal (§5.6).
@@ -28,7 +30,7 @@ struct AnswerBuilder: Sendable {
         }
         let answered = Set(reply.answers)
         var additional: [ResourceRecord] = []
-        for record in snapshot.additional {
+        for record in snapshot.additional where usable.shows(record) {
             guard let rdata = presentation.rewritten(record), let name = presentation.owner(of: record) else { continue }
             let rr = ResourceRecord(name: name, type: record.type, ttl: ttl, rdata: rdata)
             if !answered.contains(rr) && !additional.contains(rr) { additional.append(rr) }

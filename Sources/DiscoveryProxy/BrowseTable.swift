@@ -78,7 +78,7 @@ struct BrowseTable: Sendable {
             counters.rateLimited += 1
             guard let stale else { return .rateLimited }
             counters.optimisticAnswers += 1
-            return .optimistic(optimisticSnapshot(stale, key: key), start: nil)
+            return .optimistic(optimisticSnapshot(stale, key: key, now: now), start: nil)
         }
         var evicted: (key: BrowseKey, handle: (any MDNSQueryHandle)?)?
         if browses.count >= configuration.maxBrowses {
@@ -97,7 +97,7 @@ struct BrowseTable: Sendable {
             released[key] = nil
             browses[key] = browse
             counters.optimisticAnswers += 1
-            return .optimistic(optimisticSnapshot(stale, key: key), start: start)
+            return .optimistic(optimisticSnapshot(stale, key: key, now: now), start: start)
         }
         counters.cacheMisses += 1
         let deadline = now + configuration.negativeTimeout

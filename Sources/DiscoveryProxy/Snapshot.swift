@@ -7,22 +7,27 @@ struct Snapshot: Sendable {
     /// SRV/TXT of PTR targets, then addresses of SRV targets (RFC 6763 §12).
     var additional: [CachedRecord] = []
     /// mDNS has had its full say (`DiscoveryProxy.mdnsWindow`), so an empty answer is final;
-    /// otherwise a negative is cached briefly (`DiscoveryProxy.provisionalTTL`).
+    /// otherwise a negative is cached briefly (`DiscoveryProxy.provisionalTTL`). Also false
+    /// while an SRV target whose known addresses may all be unusable is not settled: the
+    /// answer may lose that SRV once it is (`UsableTargets`), so it is not replayed.
     var isSettled = true
+    /// SRV targets whose A and AAAA browses have both had their say (results, or the full
+    /// mDNS window): their addresses in `additional` are all there are (`UsableTargets`).
+    var settledHosts: Set<DNSName> = []
 }
 
 extension BrowseTable {
     /// What `key`'s browse holds now, with additionals.
     func snapshot(for key: BrowseKey, now: Duration) -> Snapshot {
         guard let browse = browses[key] else { return Snapshot() }
-        var snapshot = snapshot(answers: browse.orderedRecords, interface: key.interface)
-        snapshot.isSettled = browse.hasResults || now - browse.startedAt >= DiscoveryProxy.mdnsWindow
+        var snapshot = snapshot(answers: browse.orderedRecords, interface: key.interface, now: now)
+        snapshot.isSettled = snapshot.isSettled && (browse.hasResults || now - browse.startedAt >= DiscoveryProxy.mdnsWindow)
         return snapshot
     }
 
     /// A released browse's last results, with what live browses know about them.
-    func optimisticSnapshot(_ stale: ReleasedBrowse, key: BrowseKey) -> Snapshot {
-        snapshot(answers: stale.records, interface: key.interface)
+    func optimisticSnapshot(_ stale: ReleasedBrowse, key: BrowseKey, now: Duration) -> Snapshot {
+        snapshot(answers: stale.records, interface: key.interface, now: now)
     }
 
     /// Every record the live browses of `interface` hold for `name`, by type (an ANY query).
@@ -34,10 +39,14 @@ extension BrowseTable {
     }
 
     /// The answers plus what live browses on the same link know about them (additionals).
-    private func snapshot(answers: [CachedRecord], interface: String) -> Snapshot {
+    private func snapshot(answers: [CachedRecord], interface: String, now: Duration) -> Snapshot {
         var snapshot = Snapshot(answers: answers)
         func known(_ name: DNSName, _ type: RRType) -> [CachedRecord] {
             browses[BrowseKey(interface: interface, name: name, type: type)]?.orderedRecords ?? []
+        }
+        func settled(_ name: DNSName, _ type: RRType) -> Bool {
+            guard let browse = browses[BrowseKey(interface: interface, name: name, type: type)] else { return false }
+            return browse.hasResults || now - browse.startedAt >= DiscoveryProxy.mdnsWindow
         }
         var hosts: [DNSName] = []
         for record in snapshot.answers {
@@ -52,8 +61,22 @@ extension BrowseTable {
         }
         var seen = Set<DNSName>()
         for host in hosts where seen.insert(host).inserted {
-            snapshot.additional += known(host, .a) + known(host, .aaaa)
+            let addresses = known(host, .a) + known(host, .aaaa)
+            snapshot.additional += addresses
+            if settled(host, .a) && settled(host, .aaaa) {
+                snapshot.settledHosts.insert(host)
+            } else if !addresses.isEmpty && addresses.allSatisfy(Self.mayBeUnusable) {
+                snapshot.isSettled = false
+            }
         }
         return snapshot
+    }
+
+    /// A link-local or private address: unusable for some clients (RFC 8766 §5.5.2).
+    private static func mayBeUnusable(_ record: CachedRecord) -> Bool {
+        switch record.rdata {
+        case .a(let address)?, .aaaa(let address)?: return IPPrefix.isLinkLocal(address) || PrivateRealms.isPrivate(address)
+        default: return false
+        }
     }
 }

@@ -2,6 +2,7 @@
 name rewriting (RFC 8766 §5.1, §5.3, §5.5, §5.5.2, §5.5.4; RFC 6763 §4.1,
 §6, §7.1, §9, §12)."""
 
+import json
 import time
 
 import dns.flags
@@ -192,6 +193,43 @@ def test_link_local_addresses_suppressed(lab):
         for rd in rs:
             addr = getattr(rd, "address", "")
             assert not addr.startswith("169.254.") and not addr.lower().startswith("fe8"), rs
+
+
+def test_srv_to_link_local_only_host_left_out(lab):
+    """RFC 8766 §5.5.2: an SRV whose target has no usable address (here only 169.254/16
+    and fe80::/10, both suppressed) is left out, and so is the browse PTR that points to
+    it, once the proxy knows the target's addresses (a client asked for them); before
+    that the instance is listed, since nothing is known against it. The mixed host, with
+    routable addresses beside link-local ones, stays."""
+    svc = {"name": "LL Printer", "type": "_llprn._tcp", "port": 631, "txt": ["ll=1"], "host": L.LL_HOST}
+    key = lab.responder_cmd("publish " + json.dumps(svc)).split(" ", 2)[2]
+    try:
+        browse = name("_llprn", "_tcp")
+        inst = name("LL Printer", "_llprn", "_tcp")
+        _r, found = browse_until(browse, [inst], timeout=8)
+        assert inst in found, "listed while its addresses are unknown"
+        r, _ = query(inst, T.SRV)
+        assert rrset(r, inst, T.SRV) is not None, r
+        host = name(L.LL_HOST)
+        deadline = time.monotonic() + 10
+        while True:  # the address browses learn the link-local addresses (answered empty)
+            query(host, T.A)
+            query(host, T.AAAA)
+            r, _ = query(inst, T.SRV)
+            if rrset(r, inst, T.SRV) is None or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert rrset(r, inst, T.SRV) is None, "SRV to a host with only link-local addresses: %s" % r
+        assert_negative(r)
+        r, _ = query(browse, T.PTR)
+        assert inst not in ptr_targets(r, browse), r
+        mixed = name("Mixed Service", "_mixed", "_tcp")
+        query(name(L.MIXED_HOST), T.A)
+        query(name(L.MIXED_HOST), T.AAAA)
+        r, _ = query(mixed, T.SRV)
+        assert rrset(r, mixed, T.SRV) is not None, r
+    finally:
+        lab.responder_cmd("unpublish " + key)
 
 
 def test_ptr_additionals_after_resolution(lab):
