@@ -22,22 +22,34 @@ public struct MDNSPlan: Hashable, Sendable {
     public var type: RRType
 }
 
-/// Routes questions to zones: each link's forward zone and the reverse zones of its subnets.
-/// Like a DNS server's catalog, the longest matching origin wins.
+/// Routes questions to zones: each link's forward zone, its host-name zone if it has one,
+/// and the reverse zones of its subnets. Like a DNS server's catalog, the longest matching
+/// origin wins.
 public struct Catalog: Sendable {
     public let configuration: ProxyConfiguration
-    private let zones: [(origin: DNSName, link: Link, isReverse: Bool)]
+    private let zones: [(origin: DNSName, link: Link, kind: ZoneKind)]
+
+    /// What a zone holds.
+    public enum ZoneKind: Sendable {
+        /// DNS-SD names (and host names when the link has no host zone).
+        case forward
+        /// Host names only (`Link.hostZone`): their addresses.
+        case hosts
+        /// Reverse mapping of the link's subnets (§5.4).
+        case reverse
+    }
 
     public static let local = try! DNSName("local.")
 
     public init(configuration: ProxyConfiguration) {
         self.configuration = configuration
-        var zones: [(DNSName, Link, Bool)] = []
+        var zones: [(DNSName, Link, ZoneKind)] = []
         for link in configuration.links {
-            zones.append((link.zone, link, false))
+            zones.append((link.zone, link, .forward))
+            if let hostZone = link.hostZone { zones.append((hostZone, link, .hosts)) }
             for subnet in link.subnets where !subnet.isLinkLocal {
                 let origin = subnet.reverseZone
-                if !zones.contains(where: { $0.0 == origin }) { zones.append((origin, link, true)) }
+                if !zones.contains(where: { $0.0 == origin }) { zones.append((origin, link, .reverse)) }
             }
         }
         // Longest origin first, so the most specific zone wins.
@@ -47,14 +59,15 @@ public struct Catalog: Sendable {
     /// The browse domains offered by `b`/`lb` domain enumeration: every link zone.
     public var browseDomains: [DNSName] { configuration.links.map(\.zone) }
 
-    public func zone(containing name: DNSName) -> (origin: DNSName, link: Link, isReverse: Bool)? {
+    public func zone(containing name: DNSName) -> (origin: DNSName, link: Link, kind: ZoneKind)? {
         zones.first { name.isSubdomain(of: $0.origin) }
     }
 
     public func plan(_ question: Question) -> QueryPlan {
         guard question.qclass == .in || question.qclass == .any else { return .refused }
         if let answers = serverAddresses(question) { return .immediate(zone: configuration.serverName, answers: answers) }
-        guard let (origin, link, isReverse) = zone(containing: question.name) else { return .refused }
+        guard let (origin, link, kind) = zone(containing: question.name) else { return .refused }
+        let isReverse = kind == .reverse
         let relative = question.name.labels(before: origin) ?? []
         let records = ZoneRecords(origin: origin, configuration: configuration)
 
@@ -73,6 +86,15 @@ public struct Catalog: Sendable {
         case .soa, .ns, .ds, .rrsig, .nsec, .nsec3, RRType(48), RRType(51):
             return .immediate(zone: origin, answers: [])
         default: break
+        }
+        if kind == .hosts {
+            // One label, an mDNS host name (RFC 6762 §3), and only its addresses: anything
+            // else is NODATA at once (the probes of QNAME minimisation included).
+            let isHost = relative.count == 1 && relative[0].first != UInt8(ascii: "_")
+            let wanted: Set<RRType> = [.a, .aaaa, .any]
+            guard isHost, wanted.contains(question.type), let localName = NameMapping.toLocal(question.name, zone: origin)
+            else { return .immediate(zone: origin, answers: []) }
+            return .mdns(MDNSPlan(link: link, zone: origin, localName: localName, type: question.type))
         }
         if let enumeration = Self.enumerationLabel(relative) {
             return .immediate(zone: origin, answers: domainEnumeration(enumeration, question: question, link: link,

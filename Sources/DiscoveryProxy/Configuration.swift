@@ -14,16 +14,21 @@ public struct Link: Hashable, Sendable {
     public var services: ServiceFilter
     /// The private address realm its hosts are in (`PrivateRealms`); nil: none named.
     public var realm: String?
+    /// A zone of letter-digit-hyphen names for the link's host names (RFC 8766 §5.3: one
+    /// zone for rich-text DNS-SD names, one LDH zone for host names): owners of addresses,
+    /// SRV targets and reverse-lookup targets are shown there. nil: in `zone`, like the rest.
+    public var hostZone: DNSName?
 
     public init(
         interface: String, zone: DNSName, subnets: [IPPrefix] = [], services: ServiceFilter = ServiceFilter(),
-        realm: String? = nil
+        realm: String? = nil, hostZone: DNSName? = nil
     ) {
         self.interface = interface
         self.zone = zone
         self.subnets = subnets
         self.services = services
         self.realm = realm
+        self.hostZone = hostZone
     }
 }
 

@@ -56,7 +56,7 @@ extension LinkStatus {
                 mine[BrowseKey(interface: link.interface, name: name, type: type)]?.orderedRecords ?? []
             }
             /// As answered: RDATA in the link's zone, suppressed addresses left out.
-            let answered = ZonePresentation(zone: link.zone, suppressLinkLocal: suppressLinkLocal)
+            let answered = ZonePresentation(link: link, suppressLinkLocal: suppressLinkLocal)
             func records(_ name: DNSName, _ type: RRType) -> [RData] {
                 held(name, type).compactMap(answered.rewritten)
             }
@@ -75,7 +75,7 @@ extension LinkStatus {
                         addresses: [], txt: nil, ageSeconds: Double((now - ptr.seenAt).components.seconds))
                     if let srv = held(instance, .srv).first,
                         let localHost = srv.localTarget,
-                        case .srv(_, _, let port, let target)? = ZonePresentation(zone: link.zone, suppressLinkLocal: false).rewritten(srv)
+                        case .srv(_, _, let port, let target)? = ZonePresentation(link: link, suppressLinkLocal: false).rewritten(srv)
                     {
                         status.host = "\(target)"
                         status.port = Int(port)

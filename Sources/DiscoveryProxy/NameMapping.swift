@@ -9,10 +9,17 @@ enum NameMapping {
         name.replacingSuffix(zone, with: Catalog.local)
     }
 
-    /// A `.local` name as shown in `zone`; nil when not in `.local` or too long for the zone
-    /// (over 255 octets, RFC 1035 §2.3.4).
-    static func toZone(_ name: DNSName, zone: DNSName) -> DNSName? {
-        name.replacingSuffix(Catalog.local, with: zone)
+    /// A `.local` name as shown in `zone`, or in `hostZone` when it is a host name (one label
+    /// under `.local`, RFC 6762 §3; RFC 8766 §5.3's LDH zone); nil when not in `.local` or
+    /// too long for the zone (over 255 octets, RFC 1035 §2.3.4).
+    static func toZone(_ name: DNSName, zone: DNSName, hostZone: DNSName? = nil) -> DNSName? {
+        name.replacingSuffix(Catalog.local, with: hostZone.flatMap { isHostName(name) ? $0 : nil } ?? zone)
+    }
+
+    /// One label under `.local` that is not a DNS-SD structure label (`_tcp`, `_services`).
+    static func isHostName(_ name: DNSName) -> Bool {
+        guard let relative = name.labels(before: Catalog.local), relative.count == 1 else { return false }
+        return relative[0].first != UInt8(ascii: "_")
     }
 
     /// Rewrites `.local` names inside RDATA into `zone` (names elsewhere are left alone,
@@ -21,7 +28,7 @@ enum NameMapping {
     /// (§5.5.2) when asked. Returns nil for a record that must not be shown, including one
     /// with a `.local` name that is too long for the zone (over 255 octets once rewritten,
     /// RFC 1035 §2.3.4): left as it is it would leak `.local` into a unicast answer.
-    static func toZone(_ rdata: RData, zone: DNSName, suppressLinkLocal: Bool) -> RData? {
+    static func toZone(_ rdata: RData, zone: DNSName, hostZone: DNSName? = nil, suppressLinkLocal: Bool) -> RData? {
         switch rdata {
         case .a(let address), .aaaa(let address):
             return suppressLinkLocal && IPPrefix.isLinkLocal(address) ? nil : rdata
@@ -31,7 +38,7 @@ enum NameMapping {
             var unmappable = false
             let mapped = rdata.mapNames { name in
                 guard name.isSubdomain(of: Catalog.local) else { return name }
-                guard let inZone = toZone(name, zone: zone) else {
+                guard let inZone = toZone(name, zone: zone, hostZone: hostZone) else {
                     unmappable = true
                     return name
                 }

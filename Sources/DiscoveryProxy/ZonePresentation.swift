@@ -8,15 +8,18 @@ import DNSWire
 /// the status page all show records through it, so a record reads the same everywhere.
 struct ZonePresentation: Sendable {
     var zone: DNSName
+    /// Where host names go (`Link.hostZone`); nil: `zone`.
+    var hostZone: DNSName?
     var services: ServiceFilter
     var suppressLinkLocal: Bool
     var hidesPrivateAddresses: Bool
 
     init(
-        zone: DNSName, services: ServiceFilter = ServiceFilter(), suppressLinkLocal: Bool,
+        zone: DNSName, hostZone: DNSName? = nil, services: ServiceFilter = ServiceFilter(), suppressLinkLocal: Bool,
         hidesPrivateAddresses: Bool = false
     ) {
         self.zone = zone
+        self.hostZone = hostZone
         self.services = services
         self.suppressLinkLocal = suppressLinkLocal
         self.hidesPrivateAddresses = hidesPrivateAddresses
@@ -24,7 +27,7 @@ struct ZonePresentation: Sendable {
 
     init(link: Link, suppressLinkLocal: Bool, hidesPrivateAddresses: Bool = false) {
         self.init(
-            zone: link.zone, services: link.services, suppressLinkLocal: suppressLinkLocal,
+            zone: link.zone, hostZone: link.hostZone, services: link.services, suppressLinkLocal: suppressLinkLocal,
             hidesPrivateAddresses: hidesPrivateAddresses)
     }
 
@@ -42,7 +45,7 @@ struct ZonePresentation: Sendable {
     /// The RDATA in the zone without the service filter: what a RECONFIRM names, and the
     /// status page's view of a record.
     func rewritten(_ record: CachedRecord) -> RData? {
-        guard let rdata = record.rdata.flatMap({ NameMapping.toZone($0, zone: zone, suppressLinkLocal: suppressLinkLocal) })
+        guard let rdata = record.rdata.flatMap({ NameMapping.toZone($0, zone: zone, hostZone: hostZone, suppressLinkLocal: suppressLinkLocal) })
         else { return nil }
         if hidesPrivateAddresses, case .a(let address) = rdata, PrivateRealms.isPrivate(address) { return nil }
         if hidesPrivateAddresses, case .aaaa(let address) = rdata, PrivateRealms.isPrivate(address) { return nil }
@@ -51,6 +54,6 @@ struct ZonePresentation: Sendable {
 
     /// The record's owner name in the zone (for additional records); nil when too long.
     func owner(of record: CachedRecord) -> DNSName? {
-        NameMapping.toZone(record.localName, zone: zone)
+        NameMapping.toZone(record.localName, zone: zone, hostZone: hostZone)
     }
 }

@@ -44,6 +44,9 @@ extension AppConfiguration {
                 errors.append(ConfigError(key: key + ".domain", value: "\(link.domain)",
                     reason: "longer than 100 octets leaves no room for service instance names (RFC 6763 §7.2)"))
             }
+            if let hostZone = link.hostZone {
+                errors += validateHostZone(hostZone, of: index, local: local)
+            }
             for (otherIndex, other) in links.enumerated() where otherIndex < index {
                 if other.interface == link.interface {
                     errors.append(ConfigError(key: key + ".interface", value: link.interface,
@@ -59,6 +62,37 @@ extension AppConfiguration {
             }
         }
         return errors
+    }
+
+    /// RFC 8766 §5.3: the host-name zone is letters, digits and hyphens (RFC 952, RFC 1123
+    /// §2.1), and like every zone of the proxy it must not coincide with or nest in another.
+    private func validateHostZone(_ hostZone: DNSName, of index: Int, local: DNSName) -> [ConfigError] {
+        let key = entry(index) + ".host-zone"
+        var errors: [ConfigError] = []
+        if hostZone.isRoot || hostZone.isSubdomain(of: local) {
+            errors.append(ConfigError(key: key, value: "\(hostZone)", reason: "must be a unicast domain such as hosts.lab1.example.com."))
+        }
+        if let label = hostZone.labels.first(where: { !Self.isLDHLabel($0) }) {
+            errors.append(ConfigError(key: key, value: "\(hostZone)",
+                reason: "label \"\(String(decoding: label, as: UTF8.self))\" is not letters, digits and inner hyphens; "
+                    + "host names need an LDH zone (RFC 8766 §5.3), the rich-text name belongs in domain"))
+        }
+        for (otherIndex, other) in links.enumerated() {
+            let zones = [other.domain] + (otherIndex < index ? other.hostZone.map { [$0] } ?? [] : [])
+            for zone in zones where hostZone.isSubdomain(of: zone) || zone.isSubdomain(of: hostZone) {
+                errors.append(ConfigError(key: key, value: "\(hostZone)",
+                    reason: "overlaps the zone \(zone) of \(entry(otherIndex)); the proxy's zones must not nest"))
+            }
+        }
+        return errors
+    }
+
+    static func isLDHLabel(_ label: [UInt8]) -> Bool {
+        func ok(_ byte: UInt8) -> Bool {
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+        }
+        guard let first = label.first, let last = label.last, ok(first), ok(last) else { return false }
+        return label.allSatisfy { ok($0) || $0 == UInt8(ascii: "-") }
     }
 
     /// The configured server name, or this host's name.
@@ -83,7 +117,7 @@ extension AppConfiguration {
         let links = self.links.map { spec in
             Link(interface: spec.interface, zone: spec.domain,
                 subnets: (spec.subnets ?? interfaces.prefixes[spec.interface] ?? []).filter { !$0.isLinkLocal },
-                services: spec.services, realm: spec.realm)
+                services: spec.services, realm: spec.realm, hostZone: spec.hostZone)
         }
         var config = ProxyConfiguration(links: links, serverName: effectiveServerName, hostmaster: hostmaster)
         config.negativeTimeout = .milliseconds(Int(negativeTimeoutSeconds * 1000))
@@ -121,6 +155,7 @@ extension AppConfiguration {
         for link in links {
             lines.append("  - interface: \(link.interface)")
             lines.append("    domain: \(Self.yamlQuoted(link.domain))")
+            if let hostZone = link.hostZone { lines.append("    host-zone: \(Self.yamlQuoted(hostZone))") }
             let subnets = link.subnets ?? (interfaces.prefixes[link.interface] ?? []).filter { !$0.isLinkLocal }
             let origin = link.subnets == nil ? "  # detected" : ""
             lines.append("    subnets: [\(subnets.map { "\"\($0)\"" }.joined(separator: ", "))]\(origin)")

@@ -17,11 +17,14 @@ public struct AppConfiguration: Sendable, Equatable {
         public var services = ServiceFilter()
         /// The private address realm of its hosts, a name from `private-realms`.
         public var realm: String?
+        /// The LDH zone its host names are shown in (`host-zone`); nil: `domain`.
+        public var hostZone: DNSName?
 
         public init(
             interface: String, domain: DNSName, subnets: [IPPrefix]? = nil, origin: String? = nil,
-            services: ServiceFilter = ServiceFilter(), realm: String? = nil
+            services: ServiceFilter = ServiceFilter(), realm: String? = nil, hostZone: DNSName? = nil
         ) {
+            self.hostZone = hostZone
             self.interface = interface
             self.domain = domain
             self.subnets = subnets

@@ -19,7 +19,11 @@ extension AppConfiguration {
                 render: { config, _ in ["server-name: \(yamlQuoted(config.effectiveServerName))"] },
                 validate: { config, _ in
                     let server = config.effectiveServerName
-                    return config.links.indices.filter { server.isSubdomain(of: config.links[$0].domain) }.map {
+                    return config.links.indices.filter { index in
+                        ([config.links[index].domain] + (config.links[index].hostZone.map { [$0] } ?? [])).contains {
+                            server.isSubdomain(of: $0)
+                        }
+                    }.map {
                         ConfigError(key: "server-name", value: "\(server)",
                             reason: "lies inside the zone of \(config.entry($0)); an NS target must not (RFC 8766 §6.2)")
                     }

@@ -184,6 +184,31 @@ struct ConfigurationTests {
         #expect(badName.validate(interfaces: interfaces).contains { $0.key == "private-realms" && $0.value == "a b" })
     }
 
+    @Test("a host-name zone per link: LDH only, no overlap, printed and read back (RFC 8766 §5.3)")
+    func hostZone() throws {
+        let (config, errors) = AppConfiguration.parse(yaml: """
+            links: [{interface: eth1, domain: "Building 1.example.", host-zone: hosts.b1.example.}]
+            server-name: ns.example.
+            """)
+        #expect(errors.isEmpty, "\(errors)")
+        #expect(config.validate(interfaces: interfaces).isEmpty, "a rich-text zone with spaces is fine (§5.3)")
+        #expect(config.proxyConfiguration(interfaces: interfaces).links[0].hostZone == (try DNSName("hosts.b1.example.")))
+        let printed = config.render(interfaces: interfaces)
+        #expect(printed.contains("    host-zone: 'hosts.b1.example.'\n"))
+        #expect(AppConfiguration.parse(yaml: printed).0.links[0].hostZone == config.links[0].hostZone)
+
+        var bad = config
+        bad.links[0].hostZone = try DNSName("Building 1 hosts.example.")
+        #expect(bad.validate(interfaces: interfaces).map(\.key) == ["links[0].host-zone"])
+        bad.links[0].hostZone = try DNSName("hosts.Building 1.example.")
+        #expect(bad.validate(interfaces: interfaces).contains { $0.reason.hasPrefix("overlaps the zone") })
+        bad.links[0].hostZone = try DNSName("-x.example.")
+        #expect(bad.validate(interfaces: interfaces).contains { $0.reason.contains("is not letters, digits") })
+        bad.links[0].hostZone = try DNSName("hosts.b1.example.")
+        bad.serverName = try DNSName("ns.hosts.b1.example.")
+        #expect(bad.validate(interfaces: interfaces).map(\.key) == ["server-name"])
+    }
+
     @Test("one table declares every key once; it reads, checks, prints and applies flags")
     func optionTable() throws {
         let keys = AppConfiguration.options.map(\.key)

@@ -632,10 +632,11 @@ class Lab:
         return p if os.path.isabs(p) else os.path.join(REPO, p)
 
     def start_proxy(self, extra_args=(), timeout=30, name="proxy", port=PROXY_PORT, v6=True,
-                    binary=None, log_level="debug", links=True):
+                    binary=None, log_level="debug", links=True, apex=ZONE1):
         """Start the proxy in dpt-r (`name` keys its log); wait for the apex SOA.
         `binary` overrides DISCOVERY_PROXY_BIN; benchmarks pass a quieter `log_level`.
-        `links=False` leaves out the two --link flags (a --config file names the links)."""
+        `links=False` leaves out the two --link flags (a --config file names the links);
+        `apex` is the zone whose SOA shows that it answers."""
         binary = binary or self.proxy_bin()
         if not os.access(binary, os.X_OK):
             raise RuntimeError("proxy binary %s not found (build it or set DISCOVERY_PROXY_BIN)" % binary)
@@ -659,7 +660,7 @@ class Lab:
             import dns.query
             import dns.rcode
             import dns.rdatatype
-            q = dns.message.make_query(ZONE1, dns.rdatatype.SOA)
+            q = dns.message.make_query(apex, dns.rdatatype.SOA)
             with netns(NS_R):
                 r = dns.query.udp(q, PROXY_ADDR, port=port, timeout=1)
             return r.rcode() == dns.rcode.NOERROR and any(

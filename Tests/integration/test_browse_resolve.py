@@ -202,7 +202,7 @@ def test_srv_to_link_local_only_host_left_out(lab):
     that the instance is listed, since nothing is known against it. The mixed host, with
     routable addresses beside link-local ones, stays."""
     svc = {"name": "LL Printer", "type": "_llprn._tcp", "port": 631, "txt": ["ll=1"], "host": L.LL_HOST}
-    key = lab.responder_cmd("publish " + json.dumps(svc)).split(" ", 2)[2]
+    key = lab.responder_cmd("publish " + json.dumps(svc)).split(" ", 2)[2].strip()
     try:
         browse = name("_llprn", "_tcp")
         inst = name("LL Printer", "_llprn", "_tcp")

@@ -41,7 +41,7 @@ def realms_proxy(lab):
     path = os.path.join(lab.dir, "realms.yaml")
     with open(path, "w") as f:
         f.write(CONFIG)
-    key = lab.responder_cmd("publish " + json.dumps(SERVICE)).split(" ", 2)[2]
+    key = lab.responder_cmd("publish " + json.dumps(SERVICE)).split(" ", 2)[2].strip()
     # The file names the links; the lab's --link flags would add them twice.
     proc = lab.start_proxy(name="proxy-realms", port=PORT, v6=False, links=False,
                            extra_args=["--config", path, "--log-level", "info"])
