@@ -68,7 +68,7 @@ struct AnswerMemoTests {
         let h = Harness.warmed(with: printer)
         var replies: [[UInt8]] = []
         for (id, client) in [(UInt16(1), [UInt8]([192, 0, 2, 1])), (2, [192, 0, 2, 2])] {
-            let box = ReplayTicketTests.Replies()
+            let box = ProxyReplies()
             h.proxy.handle(query: query(id: id), overTCP: false, client: client) { box.add($0) }
             replies.append(box.last?.bytes ?? [])
         }
@@ -84,13 +84,13 @@ struct AnswerMemoTests {
     @Test("an allow-list refusal is never answered from the memo")
     func aclFirst() throws {
         let h = Harness { $0.allowedClients = [IPPrefix("192.0.2.0/24")!] }
-        let ignored = ReplayTicketTests.Replies()
+        let ignored = ProxyReplies()
         h.proxy.handle(query: query(id: 1), overTCP: false, client: [192, 0, 2, 1]) { ignored.add($0) }
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(printer))
         h.clock.advance(by: .seconds(1))
         h.proxy.handle(query: query(id: 2), overTCP: false, client: [192, 0, 2, 1]) { ignored.add($0) }
         #expect(ignored.last.flatMap { $0.bytes.flatMap { try? Message(wire: $0) } }?.answers.count == 1)
-        let refused = ReplayTicketTests.Replies()
+        let refused = ProxyReplies()
         h.proxy.handle(query: query(id: 3), overTCP: false, client: [198, 51, 100, 1]) { refused.add($0) }
         #expect(refused.last.flatMap { $0.bytes.flatMap { try? Message(wire: $0) } }?.rcode == .refused)
     }

@@ -59,6 +59,14 @@ struct Harness {
     }
 }
 
+/// Every `ProxyReply` a query got (with its replay ticket), for tests that look past the bytes.
+final class ProxyReplies: Sendable {
+    private let box = Mutex<[ProxyReply]>([])
+    func add(_ reply: ProxyReply) { box.withLock { $0.append(reply) } }
+    var last: ProxyReply? { box.withLock { $0.last } }
+    var message: Message? { last?.bytes.flatMap { try? Message(wire: $0) } }
+}
+
 extension ResourceRecord {
     var text: String { "\(name) \(ttl) \(rrClass) \(type) \(rdata)" }
 }

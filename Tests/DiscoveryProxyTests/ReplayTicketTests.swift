@@ -10,14 +10,8 @@ import Testing
 struct ReplayTicketTests {
     let printer = try! DNSName("x._ipp._tcp.local.")
 
-    final class Replies: Sendable {
-        private let box = Mutex<[ProxyReply]>([])
-        func add(_ reply: ProxyReply) { box.withLock { $0.append(reply) } }
-        var last: ProxyReply? { box.withLock { $0.last } }
-    }
-
-    func ask(_ h: Harness, _ name: String, _ type: RRType, client: [UInt8]? = nil) -> Replies {
-        let replies = Replies()
+    func ask(_ h: Harness, _ name: String, _ type: RRType, client: [UInt8]? = nil) -> ProxyReplies {
+        let replies = ProxyReplies()
         let query = Message(id: 7, questions: [Question(name: try! DNSName(name), type: type)], edns: EDNS(udpPayloadSize: 1232))
         h.proxy.handle(query: try! query.encode(), overTCP: false, client: client) { replies.add($0) }
         return replies

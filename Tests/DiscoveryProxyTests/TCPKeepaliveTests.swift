@@ -9,19 +9,12 @@ import Testing
 struct TCPKeepaliveTests {
     let printer = try! DNSName("x._ipp._tcp.local.")
 
-    final class Replies: Sendable {
-        private let box = Mutex<[ProxyReply]>([])
-        func add(_ reply: ProxyReply) { box.withLock { $0.append(reply) } }
-        var last: ProxyReply? { box.withLock { $0.last } }
-        var message: Message? { last?.bytes.flatMap { try? Message(wire: $0) } }
-    }
-
     /// A query for `name`, with edns-tcp-keepalive when `asks` (OPTION-LENGTH 0, §3.2.1).
     func ask(
         _ h: Harness, _ name: String, _ type: RRType, tcp: Bool = true, asks: Bool = true,
         timeout: Duration? = .seconds(10), id: UInt16 = 7
-    ) -> Replies {
-        let replies = Replies()
+    ) -> ProxyReplies {
+        let replies = ProxyReplies()
         let options = asks ? [EDNS.Option(code: EDNS.Option.tcpKeepaliveCode, data: [])] : []
         let query = Message(
             id: id, questions: [Question(name: try! DNSName(name), type: type)],
@@ -30,7 +23,7 @@ struct TCPKeepaliveTests {
         return replies
     }
 
-    func keepalive(_ replies: Replies) -> [EDNS.Option] {
+    func keepalive(_ replies: ProxyReplies) -> [EDNS.Option] {
         (replies.message?.edns?.options ?? []).filter { $0.code == EDNS.Option.tcpKeepaliveCode }
     }
 
