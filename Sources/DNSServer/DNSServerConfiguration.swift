@@ -69,10 +69,12 @@ public struct DNSServerConfiguration: Sendable {
 
     /// The per-subnet limit in force.
     public var effectiveMaxTCPConnectionsPerSubnet: Int {
-        maxTCPConnectionsPerSubnet ?? maxTCPConnectionsPerClient * Self.subnetClients
+        maxTCPConnectionsPerSubnet ?? Self.defaultMaxTCPConnectionsPerSubnet(perClient: maxTCPConnectionsPerClient)
     }
 
-    /// The clients a subnet may hold at the per-client limit when no per-subnet limit is given.
+    /// Without a per-subnet limit, a subnet may hold `subnetClients` clients at the per-client limit.
+    public static func defaultMaxTCPConnectionsPerSubnet(perClient: Int) -> Int { perClient * subnetClients }
+
     public static let subnetClients = 4
 
     public init(listenAddresses: [ListenAddress]) {

@@ -178,6 +178,11 @@ struct Browse: Sendable {
         set { nextOrderValue = Int32(truncatingIfNeeded: newValue) }
     }
 
+    /// mDNS has had its full say: results came, or the query ran `DiscoveryProxy.mdnsWindow`.
+    func isSettled(now: Duration) -> Bool {
+        hasResults || now - startedAt >= DiscoveryProxy.mdnsWindow
+    }
+
     /// Whether a query can be answered from this browse now (a cache hit, RFC 8766 §5.6):
     /// it has had results, or has run the full negative timeout without any.
     func isEstablished(now: Duration, negativeTimeout: Duration) -> Bool {

@@ -90,9 +90,9 @@ public struct Catalog: Sendable {
         if kind == .hosts {
             // One label, an mDNS host name (RFC 6762 §3), and only its addresses: anything
             // else is NODATA at once (the probes of QNAME minimisation included).
-            let isHost = relative.count == 1 && relative[0].first != UInt8(ascii: "_")
             let wanted: Set<RRType> = [.a, .aaaa, .any]
-            guard isHost, wanted.contains(question.type), let localName = NameMapping.toLocal(question.name, zone: origin)
+            guard wanted.contains(question.type), let localName = NameMapping.toLocal(question.name, zone: origin),
+                NameMapping.isHostName(localName)
             else { return .immediate(zone: origin, answers: []) }
             return .mdns(MDNSPlan(link: link, zone: origin, localName: localName, type: question.type))
         }

@@ -21,7 +21,7 @@ extension BrowseTable {
     func snapshot(for key: BrowseKey, now: Duration) -> Snapshot {
         guard let browse = browses[key] else { return Snapshot() }
         var snapshot = snapshot(answers: browse.orderedRecords, interface: key.interface, now: now)
-        snapshot.isSettled = snapshot.isSettled && (browse.hasResults || now - browse.startedAt >= DiscoveryProxy.mdnsWindow)
+        snapshot.isSettled = snapshot.isSettled && browse.isSettled(now: now)
         return snapshot
     }
 
@@ -45,8 +45,7 @@ extension BrowseTable {
             browses[BrowseKey(interface: interface, name: name, type: type)]?.orderedRecords ?? []
         }
         func settled(_ name: DNSName, _ type: RRType) -> Bool {
-            guard let browse = browses[BrowseKey(interface: interface, name: name, type: type)] else { return false }
-            return browse.hasResults || now - browse.startedAt >= DiscoveryProxy.mdnsWindow
+            browses[BrowseKey(interface: interface, name: name, type: type)]?.isSettled(now: now) ?? false
         }
         var hosts: [DNSName] = []
         for record in snapshot.answers {

@@ -45,11 +45,11 @@ struct ZonePresentation: Sendable {
     /// The RDATA in the zone without the service filter: what a RECONFIRM names, and the
     /// status page's view of a record.
     func rewritten(_ record: CachedRecord) -> RData? {
-        guard let rdata = record.rdata.flatMap({ NameMapping.toZone($0, zone: zone, hostZone: hostZone, suppressLinkLocal: suppressLinkLocal) })
-        else { return nil }
-        if hidesPrivateAddresses, case .a(let address) = rdata, PrivateRealms.isPrivate(address) { return nil }
-        if hidesPrivateAddresses, case .aaaa(let address) = rdata, PrivateRealms.isPrivate(address) { return nil }
-        return rdata
+        record.rdata.flatMap {
+            NameMapping.toZone(
+                $0, zone: zone, hostZone: hostZone, suppressLinkLocal: suppressLinkLocal,
+                hidePrivate: hidesPrivateAddresses)
+        }
     }
 
     /// The record's owner name in the zone (for additional records); nil when too long.

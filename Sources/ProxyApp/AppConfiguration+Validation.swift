@@ -78,7 +78,8 @@ extension AppConfiguration {
                     + "host names need an LDH zone (RFC 8766 §5.3), the rich-text name belongs in domain"))
         }
         for (otherIndex, other) in links.enumerated() {
-            let zones = [other.domain] + (otherIndex < index ? other.hostZone.map { [$0] } ?? [] : [])
+            // Another link's host zone is checked once, from the later of the two.
+            let zones = otherIndex < index ? other.zones : [other.domain]
             for zone in zones where hostZone.isSubdomain(of: zone) || zone.isSubdomain(of: hostZone) {
                 errors.append(ConfigError(key: key, value: "\(hostZone)",
                     reason: "overlaps the zone \(zone) of \(entry(otherIndex)); the proxy's zones must not nest"))

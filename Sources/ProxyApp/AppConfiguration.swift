@@ -24,14 +24,17 @@ public struct AppConfiguration: Sendable, Equatable {
             interface: String, domain: DNSName, subnets: [IPPrefix]? = nil, origin: String? = nil,
             services: ServiceFilter = ServiceFilter(), realm: String? = nil, hostZone: DNSName? = nil
         ) {
-            self.hostZone = hostZone
             self.interface = interface
             self.domain = domain
             self.subnets = subnets
             self.origin = origin
             self.services = services
             self.realm = realm
+            self.hostZone = hostZone
         }
+
+        /// Every zone it is served as: `domain`, and `hostZone` when set.
+        public var zones: [DNSName] { [domain] + (hostZone.map { [$0] } ?? []) }
     }
 
     /// A listen address is the front end's own type; parsing its text form lives here.

@@ -19,11 +19,7 @@ extension AppConfiguration {
                 render: { config, _ in ["server-name: \(yamlQuoted(config.effectiveServerName))"] },
                 validate: { config, _ in
                     let server = config.effectiveServerName
-                    return config.links.indices.filter { index in
-                        ([config.links[index].domain] + (config.links[index].hostZone.map { [$0] } ?? [])).contains {
-                            server.isSubdomain(of: $0)
-                        }
-                    }.map {
+                    return config.links.indices.filter { config.links[$0].zones.contains { server.isSubdomain(of: $0) } }.map {
                         ConfigError(key: "server-name", value: "\(server)",
                             reason: "lies inside the zone of \(config.entry($0)); an NS target must not (RFC 8766 §6.2)")
                     }
@@ -140,7 +136,8 @@ extension AppConfiguration {
                 },
                 render: { config, _ in
                     guard let limit = config.tcpMaxConnectionsPerSubnet else {
-                        let derived = config.tcpMaxConnectionsPerClient * DNSServerConfiguration.subnetClients
+                        let derived = DNSServerConfiguration.defaultMaxTCPConnectionsPerSubnet(
+                            perClient: config.tcpMaxConnectionsPerClient)
                         return ["max-connections-per-subnet: \(derived)  # default: "
                             + "\(DNSServerConfiguration.subnetClients) × max-connections-per-client"]
                     }
