@@ -144,6 +144,8 @@ ns                      A     {r4}
 ns                      AAAA  {r6}
 lab1                    NS    ns.example.
 lab2                    NS    ns.example.
+; link 1's host-name zone, when the proxy is given one (test_resolver_host_zone.py)
+lab1-hosts              NS    ns.example.
 ; domain enumeration (RFC 6763 §11)
 b._dns-sd._udp          PTR   lab1.example.
 b._dns-sd._udp          PTR   lab2.example.
@@ -292,6 +294,7 @@ server=/example/{knot}
 server=/in-addr.arpa/{knot}
 server=/lab1.example/{r4}
 server=/lab2.example/{r4}
+server=/lab1-hosts.example/{r4}
 server=/2.0.192.in-addr.arpa/{r4}
 server=/100.51.198.in-addr.arpa/{r4}
 """
@@ -390,13 +393,14 @@ class ResolverLab:
         L.wait_for(answers, 15, what="knotd to serve the parent zones")
 
     # ---- proxy --------------------------------------------------------------
-    def restart_proxy(self, extra_args=(), binary=None, log_level="debug"):
+    def restart_proxy(self, extra_args=(), binary=None, log_level="debug", links=True):
         """(Re)start proxy-rl in dpt-r (its defaults unless `extra_args` say otherwise),
         serving port 53 on the client link (and 127.0.0.1:5301 for the readiness check).
-        `binary` and `log_level` as for lab.Lab.start_proxy (the benchmark passes them)."""
+        `binary` and `log_level` as for lab.Lab.start_proxy (the benchmark passes them);
+        `links=False` when a --config file in `extra_args` names the links."""
         self.stop_proxy()
         self.lab.start_proxy(name=PROXY_NAME, port=PROXY_LOOP_PORT, v6=False, binary=binary,
-                             log_level=log_level,
+                             log_level=log_level, links=links,
                              extra_args=["--listen", "%s:53" % R_V4_C, "--listen", "[%s]:53" % R_V6_C]
                              + list(extra_args))
 
