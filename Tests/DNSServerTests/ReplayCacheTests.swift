@@ -160,14 +160,22 @@ final class ReplayingResponder: DNSResponder, Sendable {
             .map { Array($0.readableBytesView) }
     }
 
-    /// The table grows from its first 64 sets while entries are added, and keeps them.
+    /// The table grows from its first 64 sets while entries are added, and keeps them. A few
+    /// meet a full set of four (the hash is seeded per process): per 2000 entries that was 0
+    /// to 23 in 30 runs, so the 1% bound is checked over eight tables of 2000, not one, where
+    /// it failed one run in eight.
     @Test func growsAndKeepsWhatItHolds() {
-        let cache = ReplayCache(capacity: 8192)
-        for n in 0..<2000 { remember(cache, n, at: t0) }
-        #expect(cache.count >= 1980, "a few may meet a full set of four; nearly all stay")
-        let kept = (0..<2000).filter { replay(cache, $0, at: t0) != nil }
-        #expect(kept.count == cache.count)
-        #expect(kept.allSatisfy { replay(cache, $0, at: t0)?.last == UInt8($0 & 0xFF) }, "each query gets its own answer")
+        var held = 0
+        for trial in 0..<8 {
+            let cache = ReplayCache(capacity: 8192)
+            let queries = (trial * 2000)..<((trial + 1) * 2000)
+            for n in queries { remember(cache, n, at: t0) }
+            let kept = queries.filter { replay(cache, $0, at: t0) != nil }
+            #expect(kept.count == cache.count)
+            #expect(kept.allSatisfy { replay(cache, $0, at: t0)?.last == UInt8($0 & 0xFF) }, "each query gets its own answer")
+            held += cache.count
+        }
+        #expect(held >= 8 * 1980, "a few may meet a full set of four; nearly all stay")
     }
 
     /// At its capacity a full set gives up an entry for the new one; the entry's replays are
