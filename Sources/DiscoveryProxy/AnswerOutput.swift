@@ -26,6 +26,10 @@ final class AnswerOutput: Sendable {
 
     /// Encodes and sends `message`; `replay` says whether (and as what) it may be replayed.
     func finish(_ message: Message, _ context: QueryContext, cache: String, replay: ReplayTicket.Kind? = nil) {
+        if let part = context.part {
+            part(message)
+            return
+        }
         var message = message
         var replay = replay
         if let keepalive = context.tcpKeepalive, message.edns != nil {

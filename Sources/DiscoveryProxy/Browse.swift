@@ -125,6 +125,9 @@ struct QueryContext: Sendable {
     /// The client is in another private address realm than the link (`PrivateRealms`): its
     /// answers leave the link's private addresses out, so they are not shared either.
     var hidesPrivateAddresses = false
+    /// Set on a part of a composite query (`NSECSynthesis`): the answer goes here as a message,
+    /// neither encoded, sent, nor counted; the composite's own answer is.
+    var part: (@Sendable (Message) -> Void)? = nil
 
     /// A bounded set of metric label values: the common types by name, the rest as "other".
     static func label(for type: RRType) -> String {

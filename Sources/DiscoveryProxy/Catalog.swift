@@ -77,14 +77,32 @@ public struct Catalog: Sendable {
             case .soa: return .immediate(zone: origin, answers: [records.soa])
             case .ns: return .immediate(zone: origin, answers: [records.ns])
             case .any: return .immediate(zone: origin, answers: [records.soa, records.ns])
+            case .nsec:  // §5.5.3: one NSEC for this name alone
+                return .immediate(
+                    zone: origin,
+                    answers: [NSECSynthesis.record(owner: question.name, types: [.ns, .soa], ttl: configuration.ttlCap)])
             default: return .immediate(zone: origin, answers: [])
             }
         }
         // Delegation records below the apex get an immediate negative (§6.3); so do DNSSEC
         // types, since these zones are not signed.
         switch question.type {
-        case .soa, .ns, .ds, .rrsig, .nsec, .nsec3, RRType(48), RRType(51):
+        case .soa, .ns, .ds, .rrsig, RRType(48), RRType(51):
             return .immediate(zone: origin, answers: [])
+        case .nsec, .nsec3:
+            // §5.5.3: one NSEC for this name alone, from the types it holds: known here for the
+            // names answered from configuration, else asked of mDNS (`NSECSynthesis`).
+            if kind != .hosts,
+                let types = configuredTypes(
+                    question.name, relative: relative, link: link, origin: origin, isReverse: isReverse)
+            {
+                guard question.type == .nsec else { return .immediate(zone: origin, answers: []) }
+                let nsec = NSECSynthesis.record(owner: question.name, types: types, ttl: configuration.ttlCap)
+                return .immediate(zone: origin, answers: [nsec])
+            }
+            let localName = isReverse ? question.name : NameMapping.toLocal(question.name, zone: origin)
+            guard let localName else { return .immediate(zone: origin, answers: []) }
+            return .mdns(MDNSPlan(link: link, zone: origin, localName: localName, type: question.type))
         default: break
         }
         if kind == .hosts {
@@ -128,6 +146,48 @@ public struct Catalog: Sendable {
             localName = mapped
         }
         return .mdns(MDNSPlan(link: link, zone: origin, localName: localName, type: question.type))
+    }
+
+    /// The record types the name of `plan` can hold, each asked of mDNS to synthesize its NSEC
+    /// (§5.5.3): the types of its place in DNS-SD's structure (`ServiceNamePosition`), a host
+    /// name's addresses, a reverse address's PTR; none for a name that holds nothing.
+    public func recordTypes(at plan: MDNSPlan) -> [RRType] {
+        guard let kind = zone(containing: plan.zone)?.kind else { return [] }
+        let name = plan.localName
+        switch kind {
+        case .reverse:
+            return IPPrefix.isReverseAddress(name) ? [.ptr] : []
+        case .hosts:
+            return NameMapping.isHostName(name) ? [.a, .aaaa] : []
+        case .forward:
+            let relative = name.labels(before: Self.local) ?? []
+            if let position = ServiceNamePosition(forward: relative) {
+                if !plan.link.services.isOpen, let type = ServiceFilter.serviceType(of: relative),
+                    type != "_dns-sd._udp", !plan.link.services.permits(type)
+                {
+                    return []
+                }
+                return position.recordTypes
+            }
+            // A host, or a name under one (macOS publishes `_kerberos.<host>.local` TXT).
+            return NameMapping.isHostName(name) ? [.a, .aaaa] : [.a, .aaaa, .txt]
+        }
+    }
+
+    /// The types at a name answered from configuration (domain enumeration, the Push SRV,
+    /// the metadata names of §6.4); nil for a name answered from mDNS.
+    private func configuredTypes(
+        _ name: DNSName, relative: [[UInt8]], link: Link, origin: DNSName, isReverse: Bool
+    ) -> [RRType]? {
+        func holds(_ type: RRType, _ answers: [ResourceRecord]) -> [RRType] { answers.isEmpty ? [] : [type] }
+        if let label = Self.enumerationLabel(relative) {
+            let question = Question(name: name, type: .ptr)
+            let targets = domainEnumeration(
+                label, question: question, link: link, origin: origin, isReverse: isReverse, relative: relative)
+            return holds(.ptr, targets)
+        }
+        if Self.isPushService(relative) { return holds(.srv, pushService(Question(name: name, type: .srv))) }
+        return Self.isMetadataName(relative) ? [] : nil
     }
 
     /// `b`, `db`, `lb`, `r`, `dr` followed by `_dns-sd._udp` (RFC 6763 §11).

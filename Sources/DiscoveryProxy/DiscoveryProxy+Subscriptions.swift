@@ -33,6 +33,10 @@ extension DiscoveryProxy {
                 return .add(request.name, record.type, ttl: record.ttl, rdata: wire)
             }
             return .subscribed(initial: initial, keys: [])
+        case .mdns(let plan) where plan.type == .nsec || plan.type == .nsec3:
+            // Push has no negative answers (RFC 8766 §7), and mDNS NSECs are never passed on
+            // (§5.5.3): nothing to follow.
+            return .subscribed(initial: [], keys: [])
         case .mdns(let plan):
             // avahi refuses ANY as a record browser type ("key is pattern"), so TYPE ANY
             // (RFC 8765 §6.2) rides on the browses of the DNS-SD types at that name.

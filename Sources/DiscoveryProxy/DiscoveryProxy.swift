@@ -203,6 +203,10 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
                 answerAny(plan, query: query, context: context, answers: intake.answers)
                 return
             }
+            if plan.type == .nsec || plan.type == .nsec3 {
+                answerNSEC(plan, query: query, context: context, catalog: intake.catalog)
+                return
+            }
             if context.tcpKeepalive == nil, !context.hidesPrivateAddresses {
                 context.memoKey = AnswerMemo.Key(query: bytes, overTCP: overTCP)
             }
@@ -274,6 +278,31 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             return state.table.records(named: plan.localName, on: plan.link.interface)
         }
         output.finish(answers.any(query, plan: plan, records: records, for: context), context, cache: "hit")
+    }
+
+    /// An NSEC or NSEC3 query (§5.5.3): each type the name can hold is asked as a part through
+    /// `lookup`, sharing the browses (and their cache) with every other query, and
+    /// `NSECSynthesis` answers when all parts have. Not replayed: it sums several browses.
+    private func answerNSEC(_ plan: MDNSPlan, query: Message, context: QueryContext, catalog: Catalog) {
+        let configuration = catalog.configuration
+        let types = catalog.recordTypes(at: plan)
+        let answers = AnswerBuilder(configuration: configuration)
+        let synthesis = NSECSynthesis(
+            skeleton: answers.reply(to: query), zone: ZoneRecords(origin: plan.zone, configuration: configuration),
+            types: types.count, ttlCap: configuration.ttlCap
+        ) { [output] reply, fromCache in
+            output.finish(reply, context, cache: fromCache ? "hit" : "miss")
+        }
+        for type in types {
+            var part = context
+            part.part = synthesis.part(type)
+            part.memoKey = nil
+            var partPlan = plan
+            partPlan.type = type
+            let partQuery = Message(id: query.id, questions: [Question(name: query.questions[0].name, type: type)])
+            lookup(partPlan, query: partQuery, context: part, configuration: configuration)
+        }
+        synthesis.launched()
     }
 
     /// Cancels the query of a browse released to make room for `start`'s.

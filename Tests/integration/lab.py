@@ -63,6 +63,7 @@ ZC_HOST = "zc-host"        # zeroconf host: 192.0.2.20, 2001:db8:1::20
 MIXED_HOST = "mixedhost"   # 169.254.7.7, fe80::77, 192.0.2.77, 2001:db8:1::77
 REALM_HOST = "realm-host"  # 10.20.30.40, 192.0.2.40, fd00:db8::40, 2001:db8:1::40
 LL_HOST = "ll-host"        # 169.254.8.8, fe80::88 only (published by tests, never in ZC_SERVICES)
+V4_HOST = "v4only-host"    # 192.0.2.21 only (published by tests, never in ZC_SERVICES)
 
 BULK_COUNT = 64
 BULK_TXT_STRINGS = [("k%d=" % i).encode() + bytes([0x61 + i]) * 230 for i in range(3)]
@@ -114,6 +115,7 @@ ZC_HOSTS = {
     # Private addresses only as record data (RFC 8766 §5.5.2 tests); nothing sends to them.
     REALM_HOST: ["10.20.30.40", "192.0.2.40", "fd00:db8::40", "2001:db8:1::40"],
     LL_HOST: ["169.254.8.8", "fe80::88"],
+    V4_HOST: ["192.0.2.21"],
 }
 
 # --------------------------------------------------------------------------
