@@ -41,6 +41,10 @@ let package = Package(
         .systemLibrary(name: "CLDNS", providers: [.apt(["libldns-dev"])]),
         .systemLibrary(name: "CAvahiClient", providers: [.apt(["libavahi-client-dev"])]),
 
+        // Version and git revision, for both executables (GitRevision writes the revision).
+        .target(name: "BuildInfo", swiftSettings: swiftSettings, plugins: ["GitRevision"]),
+        .plugin(name: "GitRevision", capability: .buildTool()),
+
         // Wire format: Sendable DNS message types; the only module that calls ldns.
         .target(name: "DNSWire", dependencies: ["CLDNS"], swiftSettings: swiftSettings),
         // mDNS backend protocol and its avahi implementation; no NIO.
@@ -103,7 +107,7 @@ let package = Package(
         .executableTarget(
             name: "dnssd-browse",
             dependencies: [
-                "DNSSDClient", "DNSWire",
+                "DNSSDClient", "DNSWire", "BuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -112,7 +116,7 @@ let package = Package(
         .target(
             name: "ProxyApp",
             dependencies: [
-                "DNSWire", "MDNS", "DiscoveryProxy", "DNSServer", "AdminHTTP",
+                "DNSWire", "MDNS", "DiscoveryProxy", "DNSServer", "AdminHTTP", "BuildInfo",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -131,7 +135,7 @@ let package = Package(
         .executableTarget(
             name: "discovery-proxy",
             dependencies: [
-                "ProxyApp",
+                "ProxyApp", "BuildInfo",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

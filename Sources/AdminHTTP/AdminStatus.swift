@@ -23,6 +23,8 @@ public enum ReloadResult: Sendable, Equatable {
 public struct AdminStatus: Sendable, Codable, Equatable {
     /// The proxy's version string, e.g. `1.2.0`.
     public var version: String
+    /// The git revision it was built from (`git describe`), or "unknown".
+    public var revision: String
     /// When the process started (ISO 8601 in JSON).
     public var startedAt: Date
     public var uptimeSeconds: Double
@@ -38,6 +40,7 @@ public struct AdminStatus: Sendable, Codable, Equatable {
 
     public init(
         version: String,
+        revision: String = "unknown",
         startedAt: Date,
         uptimeSeconds: Double,
         health: Health = Health(),
@@ -49,6 +52,7 @@ public struct AdminStatus: Sendable, Codable, Equatable {
         links: [LinkStatus] = []
     ) {
         self.version = version
+        self.revision = revision
         self.startedAt = startedAt
         self.uptimeSeconds = uptimeSeconds
         self.health = health

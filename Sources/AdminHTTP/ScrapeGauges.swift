@@ -14,7 +14,7 @@ import Synchronization
 public final class ScrapeGauges: Sendable {
     private struct State {
         var linkGauges: [String: CoreMetrics.Gauge] = [:]
-        var buildInfo: (version: String, gauge: CoreMetrics.Gauge)?
+        var buildInfo: (version: String, revision: String, gauge: CoreMetrics.Gauge)?
     }
 
     private let factory: PrometheusMetricsFactory
@@ -63,13 +63,13 @@ public final class ScrapeGauges: Sendable {
                 gauge.record(count)
             }
 
-            if state.buildInfo?.version != status.version {
+            if state.buildInfo?.version != status.version || state.buildInfo?.revision != status.revision {
                 state.buildInfo?.gauge.destroy()
                 let gauge = CoreMetrics.Gauge(
-                    label: "discovery_proxy_build_info", dimensions: [("version", status.version)],
-                    factory: self.factory)
+                    label: "discovery_proxy_build_info",
+                    dimensions: [("version", status.version), ("revision", status.revision)], factory: self.factory)
                 gauge.record(1)
-                state.buildInfo = (status.version, gauge)
+                state.buildInfo = (status.version, status.revision, gauge)
             }
         }
     }

@@ -32,7 +32,7 @@ public enum StatusPage {
             </div>
             <dl class="facts">
             <div><dt>Uptime</dt><dd>\(escape(formatUptime(status.uptimeSeconds)))</dd></div>
-            <div><dt>Version</dt><dd>\(escape(status.version))</dd></div>
+            <div><dt>Version</dt><dd>\(escape(status.version)) (git \(escape(status.revision)))</dd></div>
             <div><dt>mDNS</dt><dd>\(escape(health.mdnsState))</dd></div>
             <div><dt>Listening</dt><dd>\(listeners)</dd></div>
             </dl>

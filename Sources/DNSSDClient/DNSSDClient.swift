@@ -108,7 +108,7 @@ public struct DNSSDClient: Sendable {
     /// `<type>.<domain> PTR`: the instances, sorted by name. No answer is an empty list.
     public func browse(type: [[UInt8]], domain: DNSName) throws(DNSSDError) -> [ServiceInstance] {
         let qname = try ServiceNames.serviceName(instance: nil, type: type, domain: domain)
-        let records = try self.answers(Question(name: qname, type: .ptr), domain: domain)
+        let records = try self.listed(Question(name: qname, type: .ptr), domain: domain)
         var seen: Set<DNSName> = []
         var out: [ServiceInstance] = []
         for record in records {
@@ -129,7 +129,7 @@ public struct DNSSDClient: Sendable {
             instance: nil, type: [Array("_services".utf8), Array("_dns-sd".utf8), Array("_udp".utf8)], domain: domain)
         var seen: Set<DNSName> = []
         var out: [ServiceTypeEntry] = []
-        for record in try self.answers(Question(name: qname, type: .ptr), domain: domain) {
+        for record in try self.listed(Question(name: qname, type: .ptr), domain: domain) {
             guard case .ptr(let target) = record.rdata, seen.insert(target).inserted else { continue }
             let type = target.labels(before: domain) ?? Array(target.labels.prefix(2))
             out.append(ServiceTypeEntry(type: type, domain: domain, ttl: record.ttl))
@@ -239,6 +239,24 @@ public struct DNSSDClient: Sendable {
     /// Answers of `question`'s type at its name (following nothing: DNS-SD names are not aliases).
     func answers(_ question: Question, domain: DNSName) throws(DNSSDError) -> [ResourceRecord] {
         try self.checked(try self.transport.query(question), question: question, domain: domain)
+    }
+
+    /// Answers of a list in the user's domain (browse, service types). An empty list is fine,
+    /// but only as a DNS-SD zone gives it: NOERROR with the zone's SOA. NXDOMAIN, or nothing
+    /// and no SOA, means the domain is not served there, which "no instances" would hide.
+    func listed(_ question: Question, domain: DNSName) throws(DNSSDError) -> [ResourceRecord] {
+        let response = try self.transport.query(question)
+        let records = try self.checked(response, question: question, domain: domain)
+        let answer: String? =
+            if response.rcode == .nxDomain { "NXDOMAIN" }
+            else if records.isEmpty && !response.authority.contains(where: { $0.type == .soa }) { "no records and no SOA" }
+            else { nil }
+        if let answer {
+            throw .notABrowseDomain(
+                server: self.serverText, qname: "\(ServiceNames.display(question.name)) \(question.type)",
+                domain: ServiceNames.display(domain), answer: answer)
+        }
+        return records
     }
 
     func checked(_ response: Message, question: Question, domain: DNSName) throws(DNSSDError) -> [ResourceRecord] {

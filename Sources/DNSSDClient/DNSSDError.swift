@@ -21,6 +21,9 @@ public enum DNSSDError: Error, Sendable, Equatable, CustomStringConvertible {
     case badResponse(server: String, reason: String)
     case instanceNotFound(instance: String, type: String, domain: String, server: String)
     case noBrowseDomains(searched: [String], server: String)
+    /// A list (browse, service types) answered NXDOMAIN, or empty without an SOA: the domain
+    /// is not served there as a DNS-SD zone (a discovery proxy answers NOERROR with its SOA).
+    case notABrowseDomain(server: String, qname: String, domain: String, answer: String)
     case system(String)
 
     public enum ExitStatus {
@@ -34,7 +37,7 @@ public enum DNSSDError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var exitStatus: Int32 {
         switch self {
-        case .instanceNotFound, .noBrowseDomains: return ExitStatus.notFound
+        case .instanceNotFound, .noBrowseDomains, .notABrowseDomain: return ExitStatus.notFound
         case .malformedName, .badServerAddress: return ExitStatus.badInput
         case .refused, .serverFailure, .errorRCode: return ExitStatus.serverError
         case .timeout: return ExitStatus.timeout
@@ -74,6 +77,9 @@ public enum DNSSDError: Error, Sendable, Equatable, CustomStringConvertible {
             }
             return "no browse domain found: lb/b._dns-sd._udp under \(searched.joined(separator: ", ")) "
                 + "gave no PTR at \(server); give DOMAIN"
+        case .notABrowseDomain(let server, let qname, let domain, let answer):
+            return "\(server) answered \(qname) with \(answer): \(domain) is not a DNS-SD domain there "
+                + "(a discovery proxy answers NOERROR with its SOA); check DOMAIN, or list browse domains with --domains"
         case .system(let what):
             return what
         }

@@ -74,9 +74,14 @@ public final class PushWatch: Sendable {
             channel.close(promise: nil)
             throw .timeout(server: shown, seconds: timeout, transport: "tls")
         }
-        if let failure = responses.failure {
+        switch responses.failure {
+        case nil: break
+        case .rcode(let rcode)?:
             channel.close(promise: nil)
-            throw .errorRCode(server: shown, qname: "\(questions[0].name)", rcode: failure)
+            throw .errorRCode(server: shown, qname: "\(questions[0].name)", rcode: rcode)
+        case .closed(let why)?:
+            channel.close(promise: nil)
+            throw .unreachable(server: shown, reason: why)
         }
     }
 
@@ -107,7 +112,14 @@ public final class PushWatch: Sendable {
 
 /// The SUBSCRIBE responses, counted until all have arrived.
 private final class PushResponses: Sendable {
-    private let state: Mutex<(left: Int, failure: String?)>
+    enum Failure: Sendable {
+        /// A SUBSCRIBE was answered with this rcode.
+        case rcode(String)
+        /// The connection ended first, for this reason.
+        case closed(String)
+    }
+
+    private let state: Mutex<(left: Int, failure: Failure?)>
     private let ready = DispatchSemaphore(value: 0)
 
     init(expected: Int) { state = Mutex((expected, nil)) }
@@ -116,24 +128,25 @@ private final class PushResponses: Sendable {
         let complete = state.withLock { state -> Bool in
             guard state.left > 0 else { return false }
             state.left -= 1
-            if rcode != .noError, state.failure == nil { state.failure = rcode == .notAuth ? "NOTAUTH" : "\(rcode)" }
+            if rcode != .noError, state.failure == nil { state.failure = .rcode(rcode == .notAuth ? "NOTAUTH" : "\(rcode)") }
             return state.left == 0
         }
         if complete { ready.signal() }
     }
 
-    func closedEarly() {
+    /// The connection ended before every response; `why` says how when an error ended it.
+    func closedEarly(_ why: String? = nil) {
         let open = state.withLock { state -> Bool in
             guard state.left > 0 else { return false }
             state.left = 0
-            state.failure = "connection closed"
+            state.failure = .closed(why ?? "the server closed the connection before answering")
             return true
         }
         if open { ready.signal() }
     }
 
     func wait(seconds: Double) -> Bool { ready.wait(timeout: .now() + seconds) == .success }
-    var failure: String? { state.withLock { $0.failure } }
+    var failure: Failure? { state.withLock { $0.failure } }
 }
 
 private final class PushClientHandler: ChannelInboundHandler {
@@ -169,6 +182,20 @@ private final class PushClientHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        responses.closedEarly(Self.explain(error))
         context.close(promise: nil)
+    }
+
+    /// The TLS failures a user can fix, said with the fix.
+    static func explain(_ error: any Error) -> String {
+        if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
+            return "its TLS certificate is not valid for the server's name (the SRV target of _dns-push-tls._tcp)"
+        }
+        let text = "\(error)"
+        if text.contains("CERTIFICATE_VERIFY_FAILED") {
+            return "its TLS certificate is not trusted (self-signed?): trust it with --push-ca FILE, giving the "
+                + "proxy's push-tls-cert.pem (in its state directory, /var/lib/discovery-proxy by default) or its CA"
+        }
+        return "TLS failed: \(text)"
     }
 }

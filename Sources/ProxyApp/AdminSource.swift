@@ -1,4 +1,5 @@
 import AdminHTTP
+import BuildInfo
 import DNSServer
 import DiscoveryProxy
 import Foundation
@@ -7,8 +8,6 @@ import MDNS
 /// The running daemon as the admin endpoint sees it: one snapshot per request, read from the
 /// proxy, the DNS listeners and the avahi backend (each behind its own lock; no D-Bus call).
 struct AdminSource: AdminStatusSource {
-    static let version = "0.1.0"
-
     let proxy: DiscoveryProxy
     let server: DNSServer
     let backend: AvahiBackend
@@ -25,7 +24,7 @@ struct AdminSource: AdminStatusSource {
         if mdns != .running { reasons.append("avahi-daemon is not connected (mDNS backend \(mdns.rawValue))") }
         let uptime = ContinuousClock.now - started
         return AdminStatus(
-            version: Self.version, startedAt: startedAt,
+            version: BuildInfo.version, revision: BuildInfo.revision, startedAt: startedAt,
             uptimeSeconds: Double(uptime.components.seconds),
             health: Health(ok: reasons.isEmpty, reasons: reasons, mdnsState: mdns.rawValue, listeners: listeners),
             udpQueriesReceived: dns.udpQueriesReceived, tcpQueriesReceived: dns.tcpQueriesReceived,

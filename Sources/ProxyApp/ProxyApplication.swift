@@ -155,9 +155,9 @@ public struct ProxyApplication: Sendable {
         do {
             try await group.run()
         } catch let error as DNSServerError {
-            throw StartupError("\(error)")
+            throw StartupError(error)
         } catch let error as AdminServerError {
-            throw StartupError("\(error)")
+            throw StartupError(error)
         } catch {
             // ServiceGroup may wrap a service's error; keep the line short and specific.
             throw StartupError("\(error)")

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BuildInfo
 import DNSWire
 import Foundation
 import Logging
@@ -16,7 +17,8 @@ struct DiscoveryProxyCommand: ParsableCommand {
             Each --link IFACE=DOMAIN serves the services found by mDNS on interface IFACE as the DNS zone DOMAIN.
             Example: discovery-proxy --link eth1=lab1.example.com. --listen 0.0.0.0:53
             Flags add to (--link) or override (everything else) the YAML file given with --config.
-            """)
+            """,
+        version: "discovery-proxy \(BuildInfo.description)")
 
     @Option(name: .long, help: "YAML configuration file (see config/discovery-proxy.yaml).")
     var config: String?
@@ -36,13 +38,13 @@ struct DiscoveryProxyCommand: ParsableCommand {
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String?
 
-    @Option(name: .long, help: "Seconds before a query that mDNS does not answer gets NOERROR/no data (default 0.8; RFC 8766 says 6, longer than resolvers wait).")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds before a query that mDNS does not answer gets NOERROR/no data (default 0.8; RFC 8766 says 6, longer than resolvers wait).")
     var negativeTimeout: Double?
 
-    @Option(name: .long, help: "Milliseconds to collect further mDNS results after the first one (default 50).")
+    @Option(name: .long, parsing: .unconditional, help: "Milliseconds to collect further mDNS results after the first one (default 50).")
     var collectionWindowMs: Int?
 
-    @Option(name: .long, help: "Seconds an mDNS browse is kept after the last query that used it (default 120).")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds an mDNS browse is kept after the last query that used it (default 120).")
     var browseIdleTimeout: Double?
 
     @Option(name: .long, help: "Suppress 169.254/16 and fe80::/10 addresses in answers: true or false (default true).")
@@ -63,7 +65,7 @@ struct DiscoveryProxyCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Where state is kept, such as the self-signed certificate (default /var/lib/discovery-proxy).", valueName: "DIR"))
     var stateDir: String?
 
-    @Option(name: .long, help: "Concurrent DNS Push sessions; more get a Retry Delay (default 1000).")
+    @Option(name: .long, parsing: .unconditional, help: "Concurrent DNS Push sessions; more get a Retry Delay (default 1000).")
     var pushMaxSessions: Int?
 
     @Option(name: .long, help: ArgumentHelp("After binding every socket (port 53 needs root or CAP_NET_BIND_SERVICE), run as this user.", valueName: "NAME"))

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BuildInfo
 import DNSSDClient
 import DNSWire
 
@@ -44,7 +45,8 @@ struct DNSSDBrowse: ParsableCommand {
               5  network error: connection refused (ICMP port unreachable), unreachable, bad response
               6  no usable resolv.conf (no nameserver line)
              64  usage error
-            """)
+            """,
+        version: "dnssd-browse \(BuildInfo.description)")
 
     @Option(name: .long, help: ArgumentHelp("DNS server, numeric: ADDR, ADDR:PORT or [IPv6]:PORT.", valueName: "ADDR[:PORT]"))
     var server: String?
@@ -76,13 +78,13 @@ struct DNSSDBrowse: ParsableCommand {
     @Flag(name: .long, help: "With --watch: do not verify the DNS Push server's certificate (labs only).")
     var pushInsecure = false
 
-    @Option(name: .long, help: ArgumentHelp("With --watch: stop after N polls.", valueName: "N"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("With --watch: stop after N polls.", valueName: "N"))
     var count: Int?
 
-    @Option(name: .long, help: ArgumentHelp("With --watch: stop after S seconds.", valueName: "S"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("With --watch: stop after S seconds.", valueName: "S"))
     var duration: Double?
 
-    @Option(name: .long, help: ArgumentHelp("Seconds to wait for each answer (the proxy may take 6 s on a miss).", valueName: "SECONDS"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Seconds to wait for each answer (the proxy may take 6 s on a miss).", valueName: "SECONDS"))
     var timeout: Double = 8
 
     @Option(name: .long, help: ArgumentHelp("Resolver configuration to read.", valueName: "PATH"))
@@ -117,13 +119,15 @@ struct DNSSDBrowse: ParsableCommand {
             case .types, .domains: throw ValidationError("expected at most one DOMAIN")
             }
         }
-        guard self.timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        guard self.timeout > 0 else { throw ValidationError("--timeout must be positive (seconds), not \(self.timeout.formatted)") }
         if self.watch && self.mode == .resolve { throw ValidationError("--watch works with lists, not --resolve") }
         if !self.watch && (self.count != nil || self.duration != nil) {
             throw ValidationError("--count and --duration need --watch")
         }
-        if let count = self.count, count < 1 { throw ValidationError("--count must be at least 1") }
-        if let duration = self.duration, duration <= 0 { throw ValidationError("--duration must be positive") }
+        if let count = self.count, count < 1 { throw ValidationError("--count must be at least 1, not \(count)") }
+        if let duration = self.duration, duration <= 0 {
+            throw ValidationError("--duration must be positive (seconds), not \(duration.formatted)")
+        }
     }
 
     func run() throws {
@@ -368,4 +372,9 @@ enum Console {
         var remaining = timespec()
         while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
     }
+}
+
+extension Double {
+    /// `-3` rather than `-3.0`, as the user typed it, in error messages.
+    fileprivate var formatted: String { self == rounded() && abs(self) < 1e15 ? String(Int(self)) : String(self) }
 }

@@ -54,7 +54,7 @@ import Testing
                 let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
                 #expect(
                     Set(object.keys) == [
-                        "version", "startedAt", "uptimeSeconds", "health", "udpQueriesReceived",
+                        "version", "revision", "startedAt", "uptimeSeconds", "health", "udpQueriesReceived",
                         "tcpQueriesReceived", "tcp", "avahi", "proxy", "links",
                     ])
                 #expect(object["startedAt"] as? String == "2025-06-15T15:06:40Z")
@@ -128,7 +128,7 @@ import Testing
             #expect(sample(text, #"mdns_browses_active{link="eth2"}"#) == 3)
             #expect(sample(text, "mdns_backend_connected") == 1)
             #expect(sample(text, "avahi_clients") == 1)
-            #expect(sample(text, #"discovery_proxy_build_info{version="1.2.3"}"#) == 1)
+            #expect(sample(text, #"discovery_proxy_build_info{version="1.2.3",revision="unknown"}"#) == 1)
             #expect(sample(text, #"dns_queries_total{transport="udp",qtype="PTR",rcode="NOERROR"}"#) == 4)
             #expect(text.contains("# TYPE dns_queries_total counter"))
             #expect(text.contains("# TYPE dns_cache_hit_ratio gauge"))

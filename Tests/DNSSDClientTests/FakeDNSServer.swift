@@ -155,11 +155,18 @@ final class FakeDNSServer: @unchecked Sendable {
 
 /// A response to `query` carrying `answers` (and `additional`), like an authoritative server.
 func response(
-    to query: Message, rcode: RCode = .noError, answers: [ResourceRecord] = [], additional: [ResourceRecord] = [],
-    truncated: Bool = false
+    to query: Message, rcode: RCode = .noError, answers: [ResourceRecord] = [], authority: [ResourceRecord] = [],
+    additional: [ResourceRecord] = [], truncated: Bool = false
 ) -> Message {
     Message(
         id: query.id, isResponse: true, authoritative: true, truncated: truncated,
         recursionDesired: query.recursionDesired, rcode: rcode, questions: query.questions, answers: answers,
-        additional: additional, edns: query.edns.map { _ in EDNS(udpPayloadSize: 1232) })
+        authority: authority, additional: additional, edns: query.edns.map { _ in EDNS(udpPayloadSize: 1232) })
+}
+
+/// NODATA as a DNS-SD zone gives it: NOERROR, the zone's SOA in the authority section.
+func noData(to query: Message, zone: DNSName) -> Message {
+    let soa = RData.SOA(
+        mname: zone, rname: zone, serial: 0, refresh: 7200, retry: 3600, expire: 86400, minimum: 10)
+    return response(to: query, authority: [ResourceRecord(name: zone, type: .soa, ttl: 10, rdata: .soa(soa))])
 }

@@ -43,7 +43,7 @@ struct RoundTripTests {
                 to: query,
                 answers: [ResourceRecord(name: host, type: .aaaa, ttl: 10, rdata: .aaaa([0x20, 0x01, 0x0d, 0xb8, 0, 1] + Array(repeating: 0, count: 9) + [0x10]))])
         default:
-            return response(to: query)
+            return noData(to: query, zone: zone)
         }
     }
 
@@ -83,6 +83,23 @@ struct RoundTripTests {
         let server = try FakeDNSServer(handler: Self.zoneHandler)
         defer { server.stop() }
         #expect(try self.client(server).browse(type: try ServiceNames.parseServiceType("_none._tcp"), domain: Self.zone).isEmpty)
+    }
+
+    /// Something that is not a discovery proxy for the domain: "no instances" would hide it.
+    @Test(arguments: [RCode.nxDomain, RCode.noError])
+    func notABrowseDomain(rcode: RCode) throws {
+        let server = try FakeDNSServer { query, _ in response(to: query, rcode: rcode) }
+        defer { server.stop() }
+        do {
+            _ = try self.client(server).browse(type: try ServiceNames.parseServiceType("_ipp._tcp"), domain: Self.zone)
+            Issue.record("no error")
+        } catch let error as DNSSDError {
+            guard case .notABrowseDomain(_, _, let domain, let answer) = error else { Issue.record("\(error)"); return }
+            #expect(domain == "lab1.example.")
+            #expect(answer == (rcode == .nxDomain ? "NXDOMAIN" : "no records and no SOA"))
+            #expect(error.exitStatus == 1)
+            #expect(error.description.contains("--domains"))
+        }
     }
 
     @Test func truncatedAnswerFallsBackToTCP() throws {

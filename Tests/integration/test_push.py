@@ -335,11 +335,14 @@ def test_cli_watch_uses_push(lab, push):
 
 
 def test_cli_watch_falls_back_when_tls_fails(push):
-    """An untrusted certificate: one warning line, then polling (still exit 0)."""
+    """An untrusted certificate: one warning line that says so and names --push-ca, then
+    polling (still exit 0)."""
     p = _watch(["--server", "%s:%d" % (L.PROXY_ADDR, DNS_PORT), "_ipp._tcp", L.ZONE1], 3)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 0, err
-    assert len([l for l in err.splitlines() if "warning" in l and "polling instead" in l]) == 1, err
+    warnings = [l for l in err.splitlines() if "warning" in l and "polling instead" in l]
+    assert len(warnings) == 1, err
+    assert "certificate is not trusted" in warnings[0] and "--push-ca" in warnings[0], warnings
     assert "Printer One" in out
 
 
