@@ -40,7 +40,7 @@ public func buildAdminRouter(
 
     router.get("/metrics") { _, _ -> Response in
         gauges.update(from: source.adminStatus())
-        return AdminResponse.bytes(registry.emitToBuffer(), contentType: "text/plain; version=0.0.4; charset=utf-8")
+        return AdminResponse.bytes(MetricHelp.annotate(registry.emitToBuffer()), contentType: "text/plain; version=0.0.4; charset=utf-8")
     }
 
     router.post("/reload") { request, _ -> Response in

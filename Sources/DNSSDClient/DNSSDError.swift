@@ -4,7 +4,7 @@ import DNSWire
 ///
 /// Exit statuses (also listed by `dnssd-browse --help`):
 /// 0 success (a browse with no instances included), 1 not found (resolve without an SRV
-/// record, no browse domain discovered), 2 bad input (malformed name or server address),
+/// record, no browse domain discovered, a domain not served as DNS-SD), 2 bad input (malformed name or server address),
 /// 3 the server answered with an error rcode (REFUSED, SERVFAIL, ...), 4 timeout,
 /// 5 network error (connection refused, unreachable, unusable response),
 /// 6 local configuration (no usable resolv.conf). ArgumentParser's usage errors exit 64.

@@ -38,7 +38,8 @@ struct DNSSDBrowse: ParsableCommand {
 
             Exit status:
               0  success (a browse that finds no instances prints "no instances" and exits 0)
-              1  not found: no such instance (--resolve), no browse domain discovered
+              1  not found: no such instance (--resolve), no browse domain discovered, or DOMAIN
+                 not served as a DNS-SD domain (NXDOMAIN, or an empty answer without SOA)
               2  malformed name or server address
               3  the server answered with an error: REFUSED (domain not served there), SERVFAIL, ...
               4  timeout: no answer within --timeout seconds

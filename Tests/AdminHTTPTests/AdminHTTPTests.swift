@@ -130,7 +130,10 @@ import Testing
             #expect(sample(text, "avahi_clients") == 1)
             #expect(sample(text, #"discovery_proxy_build_info{version="1.2.3",revision="unknown"}"#) == 1)
             #expect(sample(text, #"dns_queries_total{transport="udp",qtype="PTR",rcode="NOERROR"}"#) == 4)
-            #expect(text.contains("# TYPE dns_queries_total counter"))
+            #expect(text.contains("# HELP dns_queries_total DNS queries answered, by transport, query type and response code.\n# TYPE dns_queries_total counter"))
+            let typed = text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }
+            let helped = text.split(separator: "\n").filter { $0.hasPrefix("# HELP ") }
+            #expect(typed.count == helped.count, "a # HELP line before every # TYPE line")
             #expect(text.contains("# TYPE dns_cache_hit_ratio gauge"))
             #expect(!text.contains("Office Printer"))  // never a name as a label
             // No counter is made from the snapshot (that was a second metrics path).

@@ -74,7 +74,7 @@ def parse_metrics(text):
     """Prometheus text format -> ({(name, frozenset(labels)): value}, {typed names}).
 
     Raises AssertionError on a line that is neither a comment nor a sample."""
-    samples, typed = {}, {}
+    samples, typed, helped = {}, {}, set()
     for line in text.splitlines():
         if not line.strip():
             continue
@@ -82,7 +82,11 @@ def parse_metrics(text):
             m = re.match(r"^# (HELP|TYPE) (\S+)(?: (.*))?$", line)
             assert m, "malformed comment line: %r" % line
             if m.group(1) == "TYPE":
+                assert m.group(2) in helped, "# TYPE %s without a # HELP line before it" % m.group(2)
                 typed[m.group(2)] = m.group(3)
+            else:
+                assert m.group(3), "empty # HELP for %s" % m.group(2)
+                helped.add(m.group(2))
             continue
         m = _SAMPLE.match(line)
         assert m, "not a Prometheus sample line: %r" % line
