@@ -21,11 +21,33 @@ extension AppConfiguration {
     /// Where link `index` was configured, as errors name it.
     func entry(_ index: Int) -> String { links[index].origin ?? "links[\(index)]" }
 
+    /// The error of a configuration with no link: it cannot run, though as a file it is fine
+    /// (the shipped example has its links commented out).
+    public static let noLinks = ConfigError(key: "links", reason: "no link configured: give --link IFACE=DOMAIN or a links: list")
+
+    /// What is allowed but probably not meant, one line each (`--check-config` prints them, the
+    /// daemon logs them at start).
+    public func warnings(interfaces: InterfaceTable) -> [String] {
+        var warnings: [String] = []
+        let server = effectiveServerName
+        if server.labelCount < 2 {
+            let origin = serverName == nil ? " (this host's name)" : ""
+            warnings.append(
+                "server-name: \"\(server)\"\(origin) is not fully qualified: resolvers cannot look it up as the "
+                    + "NS target of the link zones; set server-name (--server-name) to a name such as ns.example.com. "
+                    + "that resolves to this host")
+        }
+        for link in links where interfaces.uplinks.contains(link.interface) {
+            warnings.append(
+                "links: \(link.interface) carries the default route (the uplink): the services found there are "
+                    + "served as \(link.domain); serve the interfaces that face your own subnets instead")
+        }
+        return warnings
+    }
+
     func validateLinks(interfaces: InterfaceTable, local: DNSName) -> [ConfigError] {
         var errors: [ConfigError] = []
-        if links.isEmpty {
-            errors.append(ConfigError(key: "links", reason: "no link configured: give --link IFACE=DOMAIN or a links: list"))
-        }
+        if links.isEmpty { errors.append(Self.noLinks) }
         for (index, link) in links.enumerated() {
             let key = entry(index)
             if !interfaces.exists(link.interface) {
@@ -102,13 +124,17 @@ extension AppConfiguration {
         return (try? DNSName(systemHostName())) ?? (try! DNSName("localhost."))
     }
 
-    /// The clients allowed to query: as configured, or by default loopback plus every subnet
-    /// of this host's interfaces (the site's own clients).
+    /// The clients allowed to query: as configured, or by default loopback plus the subnets of
+    /// this host's interfaces (the site's own clients), except those of an interface with a
+    /// default route that is not a link (on a router, the uplink: the world behind it is not
+    /// the site).
     public func effectiveAllowedClients(interfaces: InterfaceTable) -> [IPPrefix] {
         if let allowClients { return allowClients }
         var prefixes = [IPPrefix("127.0.0.0/8")!, IPPrefix("::1/128")!]
-        for prefix in interfaces.prefixes.values.joined() where !prefixes.contains(prefix) {
-            prefixes.append(prefix)
+        let links = Set(self.links.map(\.interface))
+        for (name, subnets) in interfaces.prefixes.sorted(by: { $0.key < $1.key })
+        where links.contains(name) || !interfaces.uplinks.contains(name) {
+            for prefix in subnets where !prefixes.contains(prefix) { prefixes.append(prefix) }
         }
         return prefixes
     }

@@ -92,7 +92,7 @@ extension AppConfiguration {
                 render: { config, interfaces in
                     // Quoted: a plain `::1/128` is not valid YAML inside a flow sequence.
                     let clients = config.effectiveAllowedClients(interfaces: interfaces).map { "\"\($0)\"" }
-                    let note = config.allowClients == nil ? "  # default: loopback + this host's subnets" : ""
+                    let note = config.allowClients == nil ? "  # default: loopback + this host's subnets but the uplink's" : ""
                     return ["allow-clients: [\(clients.joined(separator: ", "))]\(note)"]
                 }),
             ConfigOption(

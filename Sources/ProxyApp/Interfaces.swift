@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import DiscoveryProxy
+import Foundation
 
 /// The host's network interfaces and their prefixes, read with getifaddrs(3).
 public struct InterfaceTable: Sendable {
@@ -12,11 +13,17 @@ public struct InterfaceTable: Sendable {
     public var addresses: [String: [[UInt8]]]
     /// Interfaces that are administratively up (IFF_UP); filled by `system()`.
     public var up: Set<String>
+    /// Interfaces that carry a default route (IPv4 or IPv6): on a router, the uplinks.
+    public var uplinks: Set<String>
 
-    public init(prefixes: [String: [IPPrefix]], addresses: [String: [[UInt8]]] = [:], up: Set<String>? = nil) {
+    public init(
+        prefixes: [String: [IPPrefix]], addresses: [String: [[UInt8]]] = [:], up: Set<String>? = nil,
+        uplinks: Set<String> = []
+    ) {
         self.prefixes = prefixes
         self.addresses = addresses
         self.up = up ?? Set(prefixes.keys)
+        self.uplinks = uplinks
     }
 
     public func exists(_ name: String) -> Bool { prefixes[name] != nil }
@@ -43,7 +50,27 @@ public struct InterfaceTable: Sendable {
                 table[name]!.append(prefix)
             }
         }
-        return InterfaceTable(prefixes: table, addresses: hosts, up: up)
+        return InterfaceTable(prefixes: table, addresses: hosts, up: up, uplinks: defaultRouteInterfaces())
+    }
+
+    /// Interfaces with a default route, from the kernel's routing tables (/proc/net/route:
+    /// destination and mask 00000000; /proc/net/ipv6_route: ::/0).
+    static func defaultRouteInterfaces(
+        ipv4 routes4: String? = try? String(contentsOfFile: "/proc/net/route", encoding: .utf8),
+        ipv6 routes6: String? = try? String(contentsOfFile: "/proc/net/ipv6_route", encoding: .utf8)
+    ) -> Set<String> {
+        var names = Set<String>()
+        for line in (routes4 ?? "").split(separator: "\n").dropFirst() {
+            let fields = line.split(whereSeparator: \.isWhitespace)
+            if fields.count > 7, fields[1] == "00000000", fields[7] == "00000000" { names.insert(String(fields[0])) }
+        }
+        for line in (routes6 ?? "").split(separator: "\n") {
+            let fields = line.split(whereSeparator: \.isWhitespace)
+            if fields.count > 9, fields[0].allSatisfy({ $0 == "0" }), fields[1] == "00", fields[9] != "lo" {
+                names.insert(String(fields[9]))
+            }
+        }
+        return names
     }
 
     private static func addressBytes(_ address: UnsafeMutablePointer<sockaddr>) -> [UInt8]? {

@@ -96,17 +96,26 @@ struct DiscoveryProxyCommand: ParsableCommand {
     func serve() async throws {
         // Report everything wrong at once: file, flags, then the merged result.
         let (configuration, readErrors) = effectiveConfiguration()
-        let errors = readErrors
-            + AppConfiguration.withoutEchoes(configuration.validate(interfaces: InterfaceTable.system()), of: readErrors)
+        let interfaces = InterfaceTable.system()
+        var errors = readErrors
+            + AppConfiguration.withoutEchoes(configuration.validate(interfaces: interfaces), of: readErrors)
+        var warnings = configuration.warnings(interfaces: interfaces)
+        if checkConfig, errors.contains(AppConfiguration.noLinks) {
+            // A file with its links still commented out is a good file; it cannot run yet.
+            errors.removeAll { $0 == AppConfiguration.noLinks }
+            warnings.insert("links: no link configured: the proxy will not start until one is given (--link IFACE=DOMAIN or a links: list)", at: 0)
+        }
         if !errors.isEmpty {
             for error in errors { printError("discovery-proxy: error: \(error)") }
             throw ExitCode(2)
         }
         if checkConfig {
-            print(configuration.render(interfaces: InterfaceTable.system()))
+            print(configuration.render(interfaces: interfaces))
+            for warning in warnings { print("# warning: \(warning)") }
             print("# configuration OK")
             return
         }
+        for warning in warnings { printError("discovery-proxy: warning: \(warning)") }
         let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)

@@ -265,4 +265,52 @@ struct ConfigurationTests {
         #expect(AppConfiguration.ListenAddress("192.0.2.1:99999") == nil)
         #expect(AppConfiguration.ListenAddress("localhost:53") == nil)
     }
+
+    @Test("the default client ACL leaves out the uplink (a default-route interface that is not a link)")
+    func defaultACLLeavesOutTheUplink() throws {
+        let router = InterfaceTable(
+            prefixes: [
+                "lo": [IPPrefix("127.0.0.0/8")!], "wan0": [IPPrefix("203.0.113.7/24")!],
+                "eth1": [IPPrefix("192.0.2.1/24")!], "eth2": [IPPrefix("198.51.100.1/24")!],
+            ],
+            uplinks: ["wan0"])
+        var config = AppConfiguration()
+        config.links = [.init(interface: "eth1", domain: try DNSName("lab1.example."))]
+        let allowed = config.effectiveAllowedClients(interfaces: router).map(\.description)
+        #expect(allowed.contains("192.0.2.0/24") && allowed.contains("198.51.100.0/24"))
+        #expect(!allowed.contains("203.0.113.0/24"), "the uplink's subnet is the world, not the site")
+        config.links.append(.init(interface: "wan0", domain: try DNSName("lab2.example.")))
+        #expect(config.effectiveAllowedClients(interfaces: router).map(\.description).contains("203.0.113.0/24"))
+    }
+
+    @Test("default-route interfaces are read from the kernel's routing tables")
+    func uplinksFromRoutes() {
+        let v4 = """
+            Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT
+            wan0\t00000000\t0171A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0
+            eth1\t0002000C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
+            """
+        let v6 = """
+            00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003 ppp0
+            20010db8000100000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001 eth1
+            00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 ffffffff 00000001 00000000 00200200 lo
+            """
+        #expect(InterfaceTable.defaultRouteInterfaces(ipv4: v4, ipv6: v6) == ["wan0", "ppp0"])
+    }
+
+    @Test("warnings: a server name of one label, a link on the uplink; none for a sound configuration")
+    func warnings() throws {
+        let router = InterfaceTable(
+            prefixes: ["wan0": [IPPrefix("203.0.113.7/24")!], "eth1": [IPPrefix("192.0.2.1/24")!]], uplinks: ["wan0"])
+        var config = AppConfiguration()
+        config.links = [.init(interface: "eth1", domain: try DNSName("lab1.example."))]
+        config.serverName = try DNSName("ns.example.")
+        #expect(config.warnings(interfaces: router).isEmpty)
+        config.serverName = try DNSName("vm.")
+        #expect(config.warnings(interfaces: router).count == 1)
+        #expect(config.warnings(interfaces: router).first?.contains("\"vm.\" is not fully qualified") == true)
+        config.serverName = try DNSName("ns.example.")
+        config.links.append(.init(interface: "wan0", domain: try DNSName("lab2.example.")))
+        #expect(config.warnings(interfaces: router).first?.hasPrefix("links: wan0 carries the default route") == true)
+    }
 }
