@@ -13,7 +13,7 @@ fi
 DEPS=(libldns-dev libavahi-client-dev avahi-daemon avahi-utils dbus dnsutils
       python3-dnspython python3-zeroconf python3-pytest python3-jsonschema iproute2 nftables tcpdump
       pkg-config procps util-linux chromium knot nsd dnsperf
-      unbound bind9 knot-resolver pdns-recursor dnsmasq-base)
+      unbound bind9 knot-resolver pdns-recursor dnsmasq-base man-db groff-base)
 missing=()
 for p in "${DEPS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -38,6 +38,9 @@ fi
 SCRATCH="${SWIFTPM_SCRATCH_PATH:-.build}"
 echo "=== swift build"
 swift build --scratch-path "$SCRATCH"
+echo "=== manual pages (scripts/man.sh --check)"
+man_rc=0
+bash scripts/man.sh --check || man_rc=$?
 echo "=== swift test"
 unit_rc=0
 swift test --scratch-path "$SCRATCH" || unit_rc=$?
@@ -60,8 +63,8 @@ bench_rc=0
 bench_json="$(mktemp /tmp/bench-smoke-XXXXXX.json)"
 bash scripts/bench.sh --smoke --proxy-bin "$DISCOVERY_PROXY_BIN" --json "$bench_json" || bench_rc=$?
 rm -f "$bench_json"
-if [ "$unit_rc" -ne 0 ] || [ "$it_rc" -ne 0 ] || [ "$soak_rc" -ne 0 ] || [ "$bench_rc" -ne 0 ]; then
-    echo "FAILED: swift test exit $unit_rc, integration tests exit $it_rc, soak exit $soak_rc, benchmark smoke exit $bench_rc" >&2
+if [ "$man_rc" -ne 0 ] || [ "$unit_rc" -ne 0 ] || [ "$it_rc" -ne 0 ] || [ "$soak_rc" -ne 0 ] || [ "$bench_rc" -ne 0 ]; then
+    echo "FAILED: manual pages exit $man_rc, swift test exit $unit_rc, integration tests exit $it_rc, soak exit $soak_rc, benchmark smoke exit $bench_rc" >&2
     exit 1
 fi
 echo "all tests passed"
