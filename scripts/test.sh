@@ -13,7 +13,8 @@ fi
 DEPS=(libldns-dev libavahi-client-dev avahi-daemon avahi-utils dbus dnsutils
       python3-dnspython python3-zeroconf python3-pytest python3-jsonschema iproute2 nftables tcpdump
       pkg-config procps util-linux chromium knot nsd dnsperf
-      unbound bind9 knot-resolver pdns-recursor dnsmasq-base man-db groff-base)
+      unbound bind9 knot-resolver pdns-recursor dnsmasq-base man-db groff-base
+      debhelper lintian)
 missing=()
 for p in "${DEPS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -41,6 +42,22 @@ swift build --scratch-path "$SCRATCH"
 echo "=== manual pages (scripts/man.sh --check)"
 man_rc=0
 bash scripts/man.sh --check || man_rc=$?
+# The Debian package, built as a user would (dpkg-buildpackage) but from the debug build
+# (noopt: a relink, not a second 10-minute build), checked by lintian, then installed,
+# run in the lab and purged by Tests/integration/test_package.py.
+echo "=== Debian package (dpkg-buildpackage -b, lintian)"
+deb_rc=0
+rm -f ../discovery-proxy_*.deb ../discovery-proxy_*.buildinfo ../discovery-proxy_*.changes
+DEB_BUILD_OPTIONS="noopt nocheck noddebs" dpkg-buildpackage -b -us -uc >/tmp/dpkg-buildpackage.log 2>&1 ||
+    { deb_rc=$?; tail -40 /tmp/dpkg-buildpackage.log; }
+deb=$(ls ../discovery-proxy_*_"$(dpkg --print-architecture)".deb 2>/dev/null | head -1)
+if [ "$deb_rc" -eq 0 ] && [ -n "$deb" ]; then
+    lintian --fail-on error,warning "$deb" || deb_rc=$?
+    export DISCOVERY_PROXY_DEB="$PWD/$deb"
+else
+    echo "no package built" >&2
+    deb_rc=1
+fi
 echo "=== swift test"
 unit_rc=0
 swift test --scratch-path "$SCRATCH" || unit_rc=$?
@@ -63,8 +80,8 @@ bench_rc=0
 bench_json="$(mktemp /tmp/bench-smoke-XXXXXX.json)"
 bash scripts/bench.sh --smoke --proxy-bin "$DISCOVERY_PROXY_BIN" --json "$bench_json" || bench_rc=$?
 rm -f "$bench_json"
-if [ "$man_rc" -ne 0 ] || [ "$unit_rc" -ne 0 ] || [ "$it_rc" -ne 0 ] || [ "$soak_rc" -ne 0 ] || [ "$bench_rc" -ne 0 ]; then
-    echo "FAILED: manual pages exit $man_rc, swift test exit $unit_rc, integration tests exit $it_rc, soak exit $soak_rc, benchmark smoke exit $bench_rc" >&2
+if [ "$man_rc" -ne 0 ] || [ "$deb_rc" -ne 0 ] || [ "$unit_rc" -ne 0 ] || [ "$it_rc" -ne 0 ] || [ "$soak_rc" -ne 0 ] || [ "$bench_rc" -ne 0 ]; then
+    echo "FAILED: manual pages exit $man_rc, Debian package exit $deb_rc, swift test exit $unit_rc, integration tests exit $it_rc, soak exit $soak_rc, benchmark smoke exit $bench_rc" >&2
     exit 1
 fi
 echo "all tests passed"
