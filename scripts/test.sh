@@ -42,13 +42,14 @@ swift build --scratch-path "$SCRATCH"
 echo "=== manual pages (scripts/man.sh --check)"
 man_rc=0
 bash scripts/man.sh --check || man_rc=$?
-# The Debian package, built as a user would (dpkg-buildpackage) but from the debug build
-# (noopt: a relink, not a second 10-minute build), checked by lintian, then installed,
-# run in the lab and purged by Tests/integration/test_package.py.
+# The Debian package, built as a user would (dpkg-buildpackage) but in debug mode (noopt,
+# about half the time of a release build) in .build-deb (debian/rules: a static build must
+# not share a scratch path with the dynamic one), checked by lintian, then installed, run in the lab
+# and purged by Tests/integration/test_package.py.
 echo "=== Debian package (dpkg-buildpackage -b, lintian)"
 deb_rc=0
 rm -f ../discovery-proxy_*.deb ../discovery-proxy_*.buildinfo ../discovery-proxy_*.changes
-DEB_BUILD_OPTIONS="noopt nocheck noddebs" dpkg-buildpackage -b -us -uc >/tmp/dpkg-buildpackage.log 2>&1 ||
+env -u SWIFTPM_SCRATCH_PATH DEB_BUILD_OPTIONS="noopt nocheck noddebs" dpkg-buildpackage -b -us -uc >/tmp/dpkg-buildpackage.log 2>&1 ||
     { deb_rc=$?; tail -40 /tmp/dpkg-buildpackage.log; }
 deb=$(ls ../discovery-proxy_*_"$(dpkg --print-architecture)".deb 2>/dev/null | head -1)
 if [ "$deb_rc" -eq 0 ] && [ -n "$deb" ]; then

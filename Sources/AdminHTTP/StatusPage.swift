@@ -103,6 +103,7 @@ public enum StatusPage {
                 \(plural(link.activeBrowses, "active browse"))</span></div>
 
                 """
+            if let inventory = link.inventory { html += inventorySection(inventory, of: link) }
             if services.isEmpty {
                 html += "<p class=\"empty\">No services cached. They appear here once a client browses this zone.</p>\n"
             } else {
@@ -113,8 +114,12 @@ public enum StatusPage {
                     <tbody>
 
                     """
+                var anchored = Set<String>()
                 for service in services {
-                    html += "<tr><td><code>\(escape(service.type))</code></td>"
+                    // The inventory's links land on the first instance of each type.
+                    let id = anchored.insert(service.type.lowercased()).inserted
+                        ? " id=\"\(anchor(link.interface, service.type))\"" : ""
+                    html += "<tr\(id)><td><code>\(escape(service.type))</code></td>"
                     html += "<td class=\"instance\">\(escape(service.instance))</td>"
                     let host = service.host.map { "<code>\(escape($0))</code>" }
                     let addresses = service.addresses.map { "<code>\(escape($0))</code>" }
@@ -145,6 +150,33 @@ public enum StatusPage {
 
             """
         return html
+    }
+
+    /// "On this link": the inventory's service types with their instance counts, each type
+    /// linking to its instances below, and a line saying where the list comes from.
+    static func inventorySection(_ inventory: LinkInventory, of link: LinkStatus) -> String {
+        var html = "<div class=\"inventory\"><h3>On this link</h3>\n"
+        html += "<p class=\"muted\">The proxy's own inventory: _services._dns-sd._udp and one browse per type, "
+        html += "every \(escape(formatUptime(inventory.intervalSeconds))), last \(escape(formatAge(inventory.ageSeconds)))"
+        if inventory.omittedTypes > 0 {
+            html += "; \(plural(inventory.omittedTypes, "more type")) not browsed (inventory-max-types, or the browse limit)"
+        }
+        html += ".</p>\n"
+        if inventory.types.isEmpty {
+            return html + "<p class=\"empty\">No service types found on this link.</p></div>\n"
+        }
+        html += "<ul class=\"types\">"
+        for type in inventory.types {
+            let count = type.instances.map { plural($0, "instance") } ?? "not counted"
+            html += "<li><a href=\"#\(anchor(link.interface, type.type))\"><code>\(escape(type.type))</code></a>"
+            html += " <span class=\"count\">\(escape(count))</span></li>"
+        }
+        return html + "</ul></div>\n"
+    }
+
+    /// The id of a link's first row of a service type.
+    static func anchor(_ interface: String, _ type: String) -> String {
+        escape("svc-\(interface)-\(type.lowercased())")
     }
 
     /// Escapes text for HTML element content and quoted attribute values.
@@ -253,6 +285,14 @@ public enum StatusPage {
         .instance{font-weight:600;overflow-wrap:anywhere}
         .chip{display:inline-block;background:#eef0f4;border:1px solid #dde1e8;border-radius:4px;padding:0 6px;
             margin:1px 0;font:12px/1.6 ui-monospace,"DejaVu Sans Mono",monospace;overflow-wrap:anywhere}
+        .inventory{padding:10px 16px;border-bottom:1px solid var(--line);background:#fbfcfe}
+        .inventory h3{margin:0 0 2px;font-size:14px;font-weight:650}
+        .inventory p{margin:0 0 6px;font-size:12.5px}
+        .inventory .empty{padding:0}
+        .types{list-style:none;margin:0;padding:0;display:flex;flex-wrap:wrap;gap:6px}
+        .types li{border:1px solid var(--line);border-radius:6px;padding:2px 8px;background:var(--card)}
+        .types a{color:#2a4a9b;text-decoration:none}
+        .types .count{color:var(--muted);font-size:12.5px}
         footer{padding:0 28px 24px;color:var(--muted);font-size:12.5px}
         footer a{color:inherit}
         """

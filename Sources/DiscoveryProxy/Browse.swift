@@ -128,6 +128,9 @@ struct QueryContext: Sendable {
     /// Set on a part of a composite query (`NSECSynthesis`): the answer goes here as a message,
     /// neither encoded, sent, nor counted; the composite's own answer is.
     var part: (@Sendable (Message) -> Void)? = nil
+    /// False for the proxy's own queries (the link inventory): they use the cache like any
+    /// query but are not clients' hits and misses.
+    var isCounted = true
 
     /// A bounded set of metric label values: the common types by name, the rest as "other".
     static func label(for type: RRType) -> String {

@@ -54,10 +54,10 @@ struct BrowseTable: Sendable {
             browse.lastUsed = now
             if browse.isEstablished(now: now, negativeTimeout: configuration.negativeTimeout) {
                 browses[key] = browse
-                counters.cacheHits += 1
+                if context.isCounted { counters.cacheHits += 1 }
                 return .hit
             }
-            counters.cacheMisses += 1
+            if context.isCounted { counters.cacheMisses += 1 }
             let deadline = browse.deadline(joiningAt: now, negativeTimeout: configuration.negativeTimeout)
             let id = addWaiter(to: &browse, query: query, plan: plan, context: context, deadline: deadline)
             browses[key] = browse
@@ -77,7 +77,7 @@ struct BrowseTable: Sendable {
             buckets[key.interface] = bucket
             counters.rateLimited += 1
             guard let stale else { return .rateLimited }
-            counters.optimisticAnswers += 1
+            if context.isCounted { counters.optimisticAnswers += 1 }
             return .optimistic(optimisticSnapshot(stale, key: key, now: now), start: nil)
         }
         var evicted: (key: BrowseKey, handle: (any MDNSQueryHandle)?)?
@@ -96,10 +96,10 @@ struct BrowseTable: Sendable {
         if let stale {
             released[key] = nil
             browses[key] = browse
-            counters.optimisticAnswers += 1
+            if context.isCounted { counters.optimisticAnswers += 1 }
             return .optimistic(optimisticSnapshot(stale, key: key, now: now), start: start)
         }
-        counters.cacheMisses += 1
+        if context.isCounted { counters.cacheMisses += 1 }
         let deadline = now + configuration.negativeTimeout
         let id = addWaiter(to: &browse, query: query, plan: plan, context: context, deadline: deadline)
         browses[key] = browse

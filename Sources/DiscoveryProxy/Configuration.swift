@@ -99,6 +99,11 @@ public struct ProxyConfiguration: Sendable {
     public var optimisticAnswers = true
     /// How old those last results may be.
     public var optimisticMaxStaleness: Duration = .seconds(600)
+    /// How often each link's inventory is taken (`takeInventory`): its service types and
+    /// their instance counts, for the status page. Nil: no inventory.
+    public var inventoryInterval: Duration? = .seconds(60)
+    /// Service types per link the inventory browses at most.
+    public var inventoryMaxTypes = 32
     /// Live browses (avahi record browsers, with their cached records) at most; see
     /// `BrowseLimit`. With the per-link rate limit this bounds memory under a name flood.
     public var maxBrowses: Int = 4096

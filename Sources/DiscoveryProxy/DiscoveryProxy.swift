@@ -42,6 +42,9 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         var sweepTimer: (any ProxyTimer)?
         /// DNS Push subscribers per browse (RFC 8765); a browse with subscribers is kept.
         var subscriptions = SubscriptionTable()
+        /// The last inventory of each link, and when it was taken (`takeInventory`).
+        var inventory: [String: (LinkInventory, at: Duration)] = [:]
+        var inventoryTimer: (any ProxyTimer)?
     }
 
     /// `metricsFactory`: where the proxy's instruments go (`ProxyMetrics`); the executable's
@@ -58,6 +61,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         self.state = Mutex(State())
         metrics.prepare(links: configuration.links.map(\.interface))
         scheduleSweep()
+        if let interval = configuration.inventoryInterval { scheduleInventory(after: min(.seconds(10), interval)) }
     }
 
     /// Releases every browse and stops the timers. Pending queries are answered SERVFAIL.
@@ -65,6 +69,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         let browses = state.withLock { state -> [Browse] in
             state.sweepTimer?.cancel()
             state.sweepTimer = nil
+            state.inventoryTimer?.cancel()
+            state.inventoryTimer = nil
             return state.table.close()
         }
         invalidateReplays()
@@ -86,9 +92,16 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
                 !refreshing.contains(new.interface)
                     && catalog.configuration.links.contains { $0.interface == new.interface && $0.zone == new.zone }
             }.map(\.interface))
+        let inventoryWasOff = catalog.configuration.inventoryInterval == nil
         current.withLock { $0 = QueryIntake(catalog: Catalog(configuration: configuration)) }
         metrics.prepare(links: configuration.links.map(\.interface))
-        let dropped = state.withLock { $0.table.release(keepingLinks: kept) }
+        let dropped = state.withLock { state in
+            state.inventory = configuration.inventoryInterval == nil ? [:] : state.inventory.filter { kept.contains($0.key) }
+            return state.table.release(keepingLinks: kept)
+        }
+        if inventoryWasOff, let interval = configuration.inventoryInterval {
+            scheduleInventory(after: min(.seconds(10), interval))
+        }
         invalidateReplays()  // the zones, filters or ACL may have changed
         let answers = AnswerBuilder(configuration: configuration)
         for browse in dropped {
@@ -125,10 +138,11 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     /// What every link's live browses know right now, for the status page and API.
     public func linkStatus() -> [LinkStatus] {
         let now = scheduler.now()
-        let browses = state.withLock { $0.table.browses }
+        let (browses, inventory) = state.withLock { ($0.table.browses, $0.inventory) }
         let configuration = catalog.configuration
         return LinkStatus.make(
-            links: configuration.links, browses: browses, suppressLinkLocal: configuration.suppressLinkLocal, now: now)
+            links: configuration.links, browses: browses, inventory: inventory,
+            suppressLinkLocal: configuration.suppressLinkLocal, now: now)
     }
 
     // MARK: Queries
@@ -214,7 +228,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         }
     }
 
-    private func lookup(_ plan: MDNSPlan, query: Message, context: QueryContext, configuration: ProxyConfiguration) {
+    func lookup(_ plan: MDNSPlan, query: Message, context: QueryContext, configuration: ProxyConfiguration) {
         let key = BrowseKey(interface: plan.link.interface, name: plan.localName, type: plan.type)
         let now = scheduler.now()
         enum Step {

@@ -10,12 +10,18 @@ public struct LinkStatus: Sendable, Codable, Equatable {
     /// Live mDNS queries (avahi record browsers) on this link.
     public var activeBrowses: Int
     public var services: [ServiceStatus]
+    /// The proxy's own inventory of the link (`LinkInventory`); nil when it is off or no
+    /// round has ended yet.
+    public var inventory: LinkInventory?
 
-    public init(interface: String, zone: String, activeBrowses: Int, services: [ServiceStatus]) {
+    public init(
+        interface: String, zone: String, activeBrowses: Int, services: [ServiceStatus], inventory: LinkInventory? = nil
+    ) {
         self.interface = interface
         self.zone = zone
         self.activeBrowses = activeBrowses
         self.services = services
+        self.inventory = inventory
     }
 }
 
@@ -49,7 +55,10 @@ public struct ServiceStatus: Sendable, Codable, Equatable {
 }
 
 extension LinkStatus {
-    static func make(links: [Link], browses: [BrowseKey: Browse], suppressLinkLocal: Bool, now: Duration) -> [LinkStatus] {
+    static func make(
+        links: [Link], browses: [BrowseKey: Browse], inventory: [String: (LinkInventory, at: Duration)] = [:],
+        suppressLinkLocal: Bool, now: Duration
+    ) -> [LinkStatus] {
         links.map { link in
             let mine = browses.filter { $0.key.interface == link.interface }
             func held(_ name: DNSName, _ type: RRType) -> [CachedRecord] {
@@ -92,7 +101,14 @@ extension LinkStatus {
                     services.append(status)
                 }
             }
-            return LinkStatus(interface: link.interface, zone: "\(link.zone)", activeBrowses: mine.count, services: services)
+            let taken = inventory[link.interface].map { taken in
+                var inventory = taken.0
+                inventory.ageSeconds = Double(max(.zero, now - taken.at).components.seconds)
+                return inventory
+            }
+            return LinkStatus(
+                interface: link.interface, zone: "\(link.zone)", activeBrowses: mine.count, services: services,
+                inventory: taken)
         }
     }
 }

@@ -156,6 +156,9 @@ extension AppConfiguration {
         config.maxUDPPayload = maxUDPPayload
         config.optimisticAnswers = optimisticAnswers
         config.optimisticMaxStaleness = .milliseconds(Int(optimisticMaxStalenessSeconds * 1000))
+        config.inventoryInterval =
+            inventoryIntervalSeconds > 0 ? .milliseconds(Int(inventoryIntervalSeconds * 1000)) : nil
+        config.inventoryMaxTypes = inventoryMaxTypes
         config.allowedClients = effectiveAllowedClients(interfaces: interfaces)
         config.privateRealms = privateRealms
         config.push = push.advertisement(interfaces: interfaces, links: links.map(\.interface))

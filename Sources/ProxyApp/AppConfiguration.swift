@@ -64,6 +64,9 @@ public struct AppConfiguration: Sendable, Equatable {
     public var maxUDPPayload = proxy.maxUDPPayload
     public var optimisticAnswers = proxy.optimisticAnswers
     public var optimisticMaxStalenessSeconds = proxy.optimisticMaxStaleness / .seconds(1)
+    /// 0: no link inventory.
+    public var inventoryIntervalSeconds = (proxy.inventoryInterval ?? .zero) / .seconds(1)
+    public var inventoryMaxTypes = proxy.inventoryMaxTypes
     /// The front ends' per-client replay of encoded answers (`DNSServerConfiguration.replayAnswers`).
     public var replayAnswers = server.replayAnswers
 

@@ -70,6 +70,12 @@ extension AppConfiguration {
                 [Rule({ $0 >= 0 }, "must not be negative")]),
             .scalar("replay-answers", \.replayAnswers, .boolean),
             .scalar(
+                "inventory-interval", \.inventoryIntervalSeconds, .number,
+                [Rule({ $0 == 0 || $0 >= 10 }, "must be 0 (off) or at least 10 seconds")]),
+            .scalar(
+                "inventory-max-types", \.inventoryMaxTypes, .integer,
+                [Rule({ (1...1000).contains($0) }, "must be between 1 and 1000")]),
+            .scalar(
                 "log-level", \.logLevel, .text,
                 [Rule({ Self.logLevels.contains($0) }, "must be one of \(Self.logLevels.joined(separator: ", "))")]),
             ConfigOption(

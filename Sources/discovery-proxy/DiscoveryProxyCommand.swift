@@ -68,6 +68,9 @@ struct DiscoveryProxyCommand: ParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: "Concurrent DNS Push sessions; more get a Retry Delay (default 1000).")
     var pushMaxSessions: Int?
 
+    @Option(name: .long, parsing: .unconditional, help: "Seconds between the link inventories shown on the status page, 0 for none (default 60).")
+    var inventoryInterval: Double?
+
     @Option(name: .long, help: ArgumentHelp("After binding every socket (port 53 needs root or CAP_NET_BIND_SERVICE), run as this user.", valueName: "NAME"))
     var user: String?
 
@@ -148,6 +151,7 @@ struct DiscoveryProxyCommand: ParsableCommand {
             ("suppress-link-local", "--suppress-link-local", suppressLinkLocal),
             ("push.tls-cert", "--tls-cert", tlsCert), ("push.tls-key", "--tls-key", tlsKey),
             ("push.state-dir", "--state-dir", stateDir), ("push.max-sessions", "--push-max-sessions", pushMaxSessions),
+            ("inventory-interval", "--inventory-interval", inventoryInterval),
             ("user", "--user", user), ("admin", "--admin", admin),
         ]
     }

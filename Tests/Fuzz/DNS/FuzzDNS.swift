@@ -65,7 +65,7 @@ enum DecodeHarness {
 enum QueryHarness {
     static let logger = Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() })
     static let configuration: ProxyConfiguration = {
-        ProxyConfiguration(
+        var configuration = ProxyConfiguration(
             links: [
                 Link(
                     interface: "eth1", zone: try! DNSName("lab1.example."),
@@ -76,6 +76,8 @@ enum QueryHarness {
                     services: ServiceFilter(allow: ["_ipp._tcp", "_http._tcp"])),
             ],
             serverName: try! DNSName("ns.example."))
+        configuration.inventoryInterval = nil  // the query path only
+        return configuration
     }()
 
     static func run(_ bytes: [UInt8]) {

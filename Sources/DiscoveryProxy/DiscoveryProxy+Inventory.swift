@@ -1,0 +1,86 @@
+import DNSWire
+import Synchronization
+
+/// The link inventory: every `inventoryInterval` the proxy asks, on each link, for the
+/// service types (`_services._dns-sd._udp`, RFC 6763 §9) and then for each type's instances,
+/// as internal queries through `lookup` (`QueryContext.part`). They share browses, cache,
+/// per-link mDNS rate limit and browse limit with clients' queries, and keep those browses
+/// alive, so the status page shows what is on each link, not only what clients asked. At
+/// most `inventoryMaxTypes` types per link, and none while the browse table is half full.
+extension DiscoveryProxy {
+    /// The first round comes soon after start; later ones every interval.
+    func scheduleInventory(after delay: Duration) {
+        guard configuration.inventoryInterval != nil else { return }
+        let timer = scheduler.schedule(after: delay) { [weak self] in
+            guard let self else { return }
+            self.takeInventory()
+            if let interval = self.configuration.inventoryInterval { self.scheduleInventory(after: interval) }
+        }
+        let stop = state.withLock { state -> Bool in
+            if state.table.isClosed { return true }
+            state.inventoryTimer = timer
+            return false
+        }
+        if stop { timer.cancel() }
+    }
+
+    /// One round on every link.
+    func takeInventory() {
+        let catalog = self.catalog
+        let configuration = catalog.configuration
+        guard configuration.inventoryInterval != nil else { return }
+        for link in configuration.links {
+            guard let services = try? DNSName(labels: Self.servicesLabels + link.zone.labels) else { continue }
+            ask(services, on: link, catalog: catalog) { [weak self] answer in
+                self?.browseTypes(in: answer, on: link, catalog: catalog)
+            }
+        }
+    }
+
+    private func browseTypes(in enumeration: Message, on link: Link, catalog: Catalog) {
+        let configuration = catalog.configuration
+        guard enumeration.rcode == .noError else { return }  // keep the last round's list
+        var types: [String] = []
+        for record in enumeration.answers {
+            guard case .ptr(let target) = record.rdata, let relative = target.labels(before: link.zone),
+                relative.count == 2
+            else { continue }
+            let type = relative.map { String(decoding: $0, as: UTF8.self) }.joined(separator: ".")
+            if !types.contains(type) { types.append(type) }
+        }
+        types.sort { $0.lowercased() < $1.lowercased() }
+        let room = state.withLock { $0.table.browses.count } < configuration.maxBrowses / 2
+        let browsed = room ? Array(types.prefix(configuration.inventoryMaxTypes)) : []
+        let interval = (configuration.inventoryInterval ?? .zero) / .seconds(1)
+        let round = InventoryRound(types: browsed, omitted: types.count - browsed.count) { [weak self] inventory in
+            guard let self else { return }
+            let now = self.scheduler.now()
+            var inventory = inventory
+            inventory.intervalSeconds = interval
+            self.state.withLock { $0.inventory[link.interface] = (inventory, now) }
+        }
+        for type in browsed {
+            guard let name = try? DNSName(labels: type.split(separator: ".").map { Array($0.utf8) } + link.zone.labels)
+            else { continue }
+            ask(name, on: link, catalog: catalog) { answer in round.counted(type, answer: answer) }
+        }
+    }
+
+    /// An internal PTR query of `name`, answered to `done` as a message (never sent, never
+    /// counted as a client's query).
+    private func ask(_ name: DNSName, on link: Link, catalog: Catalog, done: @escaping @Sendable (Message) -> Void) {
+        guard case .mdns(let plan) = catalog.plan(Question(name: name, type: .ptr)) else {
+            done(Message(isResponse: true, questions: [Question(name: name, type: .ptr)]))
+            return
+        }
+        var context = QueryContext(
+            started: scheduler.now(), epoch: currentEpoch, replayLifetime: .zero, transport: "internal", qtype: "PTR",
+            limit: 65535, respond: { _ in })
+        context.part = done
+        context.isCounted = false
+        lookup(plan, query: Message(id: 0, questions: [Question(name: name, type: .ptr)]), context: context,
+            configuration: catalog.configuration)
+    }
+
+    private static let servicesLabels = [Array("_services".utf8), Array("_dns-sd".utf8), Array("_udp".utf8)]
+}
