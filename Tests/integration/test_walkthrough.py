@@ -65,6 +65,14 @@ def _until(cmd, want, timeout=15):
         time.sleep(1)
 
 
+def test_router_asks_the_proxy_directly(office):
+    """Step 1's check on the router: the proxy on its loopback port browses LAN 2."""
+    cmd = ["dig", "@127.0.0.1", "-p", str(L.PROXY_PORT), "+short", "_ipp._tcp.lab2.example.", "PTR"]
+    out = L.nsrun(L.NS_R, cmd).stdout
+    _record(" ".join(cmd), subprocess.CompletedProcess(cmd, 0, out, ""))
+    assert out.strip() == "Printer\\032Two._ipp._tcp.lab2.example.", out
+
+
 def test_laptop_finds_the_browse_domains(office):
     out = _laptop(["dig", "+short", "lb._dns-sd._udp.example.", "PTR"])
     assert set(out.split()) == {"lab1.example.", "lab2.example."}, out
