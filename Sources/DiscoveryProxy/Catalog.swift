@@ -75,8 +75,8 @@ public struct Catalog: Sendable {
         if relative.isEmpty {
             switch question.type {
             case .soa: return .immediate(zone: origin, answers: [records.soa])
-            case .ns: return .immediate(zone: origin, answers: [records.ns])
-            case .any: return .immediate(zone: origin, answers: [records.soa, records.ns])
+            case .ns: return .immediate(zone: origin, answers: records.ns)
+            case .any: return .immediate(zone: origin, answers: [records.soa] + records.ns)
             case .nsec:  // §5.5.3: one NSEC for this name alone
                 return .immediate(
                     zone: origin,
@@ -279,7 +279,8 @@ public struct ZoneRecords: Sendable {
         self.configuration = configuration
     }
 
-    /// SERIAL 0 (M), REFRESH 7200, RETRY 3600, EXPIRE 86400, MINIMUM 10; TTL ≤ 10 so the
+    /// MNAME the first name server (RFC 8766 §6.1: this proxy's name, or with fellow proxies
+    /// the same for all), SERIAL 0 (M), REFRESH 7200, RETRY 3600, EXPIRE 86400, MINIMUM 10; TTL ≤ 10 so the
     /// negative-caching time is 10 s (RFC 2308 §5).
     public var soa: ResourceRecord { soa(negativeTTL: 10) }
 
@@ -290,12 +291,16 @@ public struct ZoneRecords: Sendable {
         let rname = configuration.hostmaster ?? ((try? origin.prepending([Array("hostmaster".utf8)])) ?? origin)
         let limit = min(ttl, configuration.ttlCap)
         let soa = RData.SOA(
-            mname: configuration.serverName, rname: rname, serial: 0, refresh: 7200, retry: 3600, expire: 86400,
+            mname: configuration.effectiveNameServers[0], rname: rname, serial: 0, refresh: 7200, retry: 3600,
+            expire: 86400,
             minimum: limit)
         return ResourceRecord(name: origin, type: .soa, ttl: limit, rdata: .soa(soa))
     }
 
-    public var ns: ResourceRecord {
-        ResourceRecord(name: origin, type: .ns, ttl: configuration.ttlCap, rdata: .ns(configuration.serverName))
+    /// Every proxy of the zone (§6.2).
+    public var ns: [ResourceRecord] {
+        configuration.effectiveNameServers.map {
+            ResourceRecord(name: origin, type: .ns, ttl: configuration.ttlCap, rdata: .ns($0))
+        }
     }
 }

@@ -73,6 +73,13 @@ public struct ProxyConfiguration: Sendable {
     public var serverName: DNSName
     /// SOA RNAME, the administrator's mailbox; nil means `hostmaster.<zone>`.
     public var hostmaster: DNSName?
+    /// Every discovery proxy serving these zones, this one included (RFC 8766 §6.2: at the
+    /// apex each proxy answers NS with its own record and its fellow proxies'). The first is
+    /// the SOA MNAME, so that proxies with the same list give the same SOA. Empty: this
+    /// proxy alone (`serverName`).
+    public var nameServers: [DNSName] = []
+    /// `nameServers`, or `serverName` alone.
+    public var effectiveNameServers: [DNSName] { nameServers.isEmpty ? [serverName] : nameServers }
     /// Answer NODATA after this long when mDNS finds nothing. RFC 8766 §5.6 says 6 s, but
     /// resolvers give up on an authoritative server long before (docs/ARCHITECTURE.md,
     /// "Negative answers"); the mDNS query goes on after the answer either way.

@@ -147,6 +147,7 @@ extension AppConfiguration {
                 services: spec.services, realm: spec.realm, hostZone: spec.hostZone)
         }
         var config = ProxyConfiguration(links: links, serverName: effectiveServerName, hostmaster: hostmaster)
+        config.nameServers = nameServers
         config.negativeTimeout = .milliseconds(Int(negativeTimeoutSeconds * 1000))
         config.collectionWindow = .milliseconds(collectionWindowMilliseconds)
         config.browseIdleTimeout = .milliseconds(Int(browseIdleTimeoutSeconds * 1000))

@@ -52,6 +52,9 @@ public struct AppConfiguration: Sendable, Equatable {
     ]
     /// NS target and SOA MNAME; nil means this host's name.
     public var serverName: DNSName?
+    /// Every discovery proxy of the link zones, this one included (RFC 8766 §6.2); empty:
+    /// this one alone.
+    public var nameServers: [DNSName] = []
     public var hostmaster: DNSName?
     public var logLevel = "info"
 

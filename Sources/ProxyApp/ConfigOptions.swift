@@ -25,6 +25,33 @@ extension AppConfiguration {
                     }
                 }),
             ConfigOption(
+                "name-servers",
+                read: { reader, value, key, config in
+                    config.nameServers = reader.list(value, key: key, expected: "a list of domain names",
+                        element: "a domain name such as ns2.example.com.") { try? DNSName($0) } ?? []
+                },
+                render: { config, _ in
+                    config.nameServers.isEmpty
+                        ? [] : ["name-servers: [\(config.nameServers.map { yamlQuoted($0) }.joined(separator: ", "))]"]
+                },
+                validate: { config, _ in
+                    guard !config.nameServers.isEmpty else { return [] }
+                    var errors: [ConfigError] = []
+                    let server = config.effectiveServerName
+                    if !config.nameServers.contains(server) {
+                        errors.append(ConfigError(key: "name-servers", value: "\(server)",
+                            reason: "must list this proxy's own server-name too (RFC 8766 §6.2: each proxy answers NS "
+                                + "with its own record and its fellow proxies')"))
+                    }
+                    for name in config.nameServers {
+                        for index in config.links.indices where config.links[index].zones.contains(where: { name.isSubdomain(of: $0) }) {
+                            errors.append(ConfigError(key: "name-servers", value: "\(name)",
+                                reason: "lies inside the zone of \(config.entry(index)); an NS target must not (RFC 8766 §6.2)"))
+                        }
+                    }
+                    return errors
+                }),
+            ConfigOption(
                 "hostmaster",
                 read: { reader, value, key, config in
                     if let text = reader.string(value, key: key) { config.hostmaster = reader.domain(text, key: key) }

@@ -77,6 +77,9 @@ struct DiscoveryProxyCommand: ParsableCommand {
     @Flag(name: .long, help: "Validate the configuration, print the effective configuration and exit.")
     var checkConfig = false
 
+    @Flag(name: .long, help: "Print the records the parent zones need (NS and glue, b/db/lb browse-domain PTRs, reverse delegations) and exit.")
+    var printParentZone = false
+
     /// Synchronous on purpose: with an async main, libdispatch parks the main thread as an
     /// exiting thread, which glibc's set*id broadcast skips, so `--user` would leave it (the
     /// process leader that `ps` and kill(2) look at) as root. Here it just waits.
@@ -111,6 +114,10 @@ struct DiscoveryProxyCommand: ParsableCommand {
         if !errors.isEmpty {
             for error in errors { printError("discovery-proxy: error: \(error)") }
             throw ExitCode(2)
+        }
+        if printParentZone {
+            print(ParentZone.render(configuration, interfaces: interfaces), terminator: "")
+            return
         }
         if checkConfig {
             print(configuration.render(interfaces: interfaces))

@@ -1,0 +1,71 @@
+import DNSWire
+import DiscoveryProxy
+@testable import ProxyApp
+import Testing
+
+/// `--print-parent-zone`: what the parent zones need for this configuration (RFC 8766 §6.2,
+/// RFC 6763 §11, §6.5 reverse delegations), and `name-servers` for several proxies.
+@Suite("Parent-zone records and fellow proxies (RFC 8766 §6.2)")
+struct ParentZoneTests {
+    let interfaces = InterfaceTable(prefixes: [
+        "eth1": [IPPrefix("192.0.2.1/24")!, IPPrefix("fe80::1/64")!], "eth2": [IPPrefix("198.51.100.1/24")!],
+    ], addresses: ["eth1": [[192, 0, 2, 1]], "eth2": [[198, 51, 100, 1]]])
+
+    func config() throws -> AppConfiguration {
+        var config = AppConfiguration()
+        var second = AppConfiguration.LinkSpec(interface: "eth2", domain: try DNSName("lab2.example.com."))
+        second.hostZone = try DNSName("lab2-hosts.example.com.")
+        config.links = [.init(interface: "eth1", domain: try DNSName("lab1.example.com.")), second]
+        config.serverName = try DNSName("ns1.example.com.")
+        config.nameServers = [try DNSName("ns1.example.com."), try DNSName("ns2.example.com.")]
+        return config
+    }
+
+    @Test("every zone delegated to every proxy, this one's glue, b/db/lb, reverse zones")
+    func records() throws {
+        let text = ParentZone.render(try config(), interfaces: interfaces)
+        let lines = Set(text.split(separator: "\n").map { $0.split(separator: "\t").prefix(5).joined(separator: " ") })
+        for zone in ["lab1.example.com.", "lab2.example.com.", "lab2-hosts.example.com."] {
+            #expect(lines.contains("\(zone) 3600 IN NS ns1.example.com."))
+            #expect(lines.contains("\(zone) 3600 IN NS ns2.example.com."))
+        }
+        #expect(lines.contains("ns1.example.com. 3600 IN A 192.0.2.1"), "glue: this proxy's addresses on the links")
+        #expect(lines.contains("ns1.example.com. 3600 IN A 198.51.100.1"))
+        #expect(!lines.contains { $0.hasPrefix("ns1.example.com. 3600 IN AAAA fe80") }, "never link-local glue")
+        #expect(lines.contains("b._dns-sd._udp.example.com. 3600 IN PTR lab1.example.com."))
+        #expect(lines.contains("lb._dns-sd._udp.example.com. 3600 IN PTR lab2.example.com."))
+        #expect(lines.contains("db._dns-sd._udp.example.com. 3600 IN PTR lab1.example.com."))
+        #expect(!lines.contains("b._dns-sd._udp.example.com. 3600 IN PTR lab2-hosts.example.com."), "not a browse domain")
+        #expect(lines.contains("2.0.192.in-addr.arpa. 3600 IN NS ns2.example.com."))
+        #expect(lines.contains("100.51.198.in-addr.arpa. 3600 IN NS ns1.example.com."))
+        #expect(text.contains("; ---- in zone example.com.") && text.contains("; ---- in zone 0.192.in-addr.arpa."))
+    }
+
+    @Test("a specific listen address is the glue")
+    func listenGlue() throws {
+        var config = try config()
+        config.listen = [AppConfiguration.ListenAddress("203.0.113.5:53")!, AppConfiguration.ListenAddress("127.0.0.1:5300")!]
+        let text = ParentZone.render(config, interfaces: interfaces)
+        #expect(text.contains("ns1.example.com.\t3600\tIN\tA\t203.0.113.5\t; glue"))
+        #expect(!text.contains("192.0.2.1\t; glue") && !text.contains("127.0.0.1"))
+    }
+
+    @Test("name-servers: NS lists every proxy, the first is the SOA MNAME; it must list this one, outside the zones")
+    func nameServers() throws {
+        let config = try config()
+        #expect(config.validate(interfaces: interfaces).isEmpty)
+        let proxy = config.proxyConfiguration(interfaces: interfaces)
+        let records = ZoneRecords(origin: try DNSName("lab1.example.com."), configuration: proxy)
+        #expect(records.ns.map(\.rdata) == [.ns(try DNSName("ns1.example.com.")), .ns(try DNSName("ns2.example.com."))])
+        guard case .soa(let soa) = records.soa.rdata else {
+            Issue.record("no SOA")
+            return
+        }
+        #expect(soa.mname == (try DNSName("ns1.example.com.")))
+        var wrong = config
+        wrong.nameServers = [try DNSName("ns2.example.com."), try DNSName("ns.lab1.example.com.")]
+        let errors = wrong.validate(interfaces: interfaces).map(\.description)
+        #expect(errors.contains { $0.contains("must list this proxy's own server-name") })
+        #expect(errors.contains { $0.contains("ns.lab1.example.com.") && $0.contains("must not") })
+    }
+}
