@@ -148,6 +148,15 @@ public struct Catalog: Sendable {
         return .mdns(MDNSPlan(link: link, zone: origin, localName: localName, type: question.type))
     }
 
+    /// `records` without the PTRs that name a zone of a link `client` may not see (domain
+    /// enumeration lists only the zones a client may browse; `Link.clients`).
+    public func visible(_ records: [ResourceRecord], to client: [UInt8]?) -> [ResourceRecord] {
+        records.filter { record in
+            guard case .ptr(let target) = record.rdata, let link = zone(containing: target)?.link else { return true }
+            return link.isVisible(to: client)
+        }
+    }
+
     /// The record types the name of `plan` can hold, each asked of mDNS to synthesize its NSEC
     /// (§5.5.3): the types of its place in DNS-SD's structure (`ServiceNamePosition`), a host
     /// name's addresses, a reverse address's PTR; none for a name that holds nothing.

@@ -18,10 +18,13 @@ public struct Link: Hashable, Sendable {
     /// zone for rich-text DNS-SD names, one LDH zone for host names): owners of addresses,
     /// SRV targets and reverse-lookup targets are shown there. nil: in `zone`, like the rest.
     public var hostZone: DNSName?
+    /// The client prefixes that may see this link (its zones, its place in domain enumeration,
+    /// its Push subscriptions), on top of the proxy's client ACL; nil: every allowed client.
+    public var clients: [IPPrefix]?
 
     public init(
         interface: String, zone: DNSName, subnets: [IPPrefix] = [], services: ServiceFilter = ServiceFilter(),
-        realm: String? = nil, hostZone: DNSName? = nil
+        realm: String? = nil, hostZone: DNSName? = nil, clients: [IPPrefix]? = nil
     ) {
         self.interface = interface
         self.zone = zone
@@ -29,6 +32,13 @@ public struct Link: Hashable, Sendable {
         self.services = services
         self.realm = realm
         self.hostZone = hostZone
+        self.clients = clients
+    }
+
+    /// Whether `client` (4 or 16 bytes; nil: the proxy itself) may see this link.
+    public func isVisible(to client: [UInt8]?) -> Bool {
+        guard let clients, let client else { return true }
+        return clients.contains { $0.contains(client) }
     }
 }
 

@@ -22,13 +22,17 @@ extension DiscoveryProxy {
         _ request: PushSubscribe, session: Int, id: UInt16, client: [UInt8]? = nil, sink: any PushSink
     ) -> SubscribeOutcome {
         let catalog = self.catalog
-        guard catalog.zone(containing: request.name) != nil else { return .notAuthoritative }
+        guard let zone = catalog.zone(containing: request.name) else { return .notAuthoritative }
+        guard zone.link.isVisible(to: client) else {
+            metrics.linkRefused(link: zone.link.interface)
+            return .refused
+        }
         let question = Question(name: request.name, type: request.type, qclass: request.rrClass)
         switch catalog.plan(question) {
         case .refused:
             return .refused
         case .immediate(_, let answers):
-            let initial = answers.compactMap { record -> PushChange? in
+            let initial = catalog.visible(answers, to: client).compactMap { record -> PushChange? in
                 guard let wire = try? record.rdata.wireBytes() else { return nil }
                 return .add(request.name, record.type, ttl: record.ttl, rdata: wire)
             }

@@ -207,6 +207,16 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             metrics.refused()
             logger.debug("refused", metadata: ["dns.qname": "\(reply.questions[0].name)"])
             output.finish(reply, context, cache: "immediate", replay: .refused)
+        case .linkRefused(let reply, let link):
+            count(\.refused)
+            metrics.refused()
+            metrics.linkRefused(link: link)
+            if let client {
+                logger.debug(
+                    "client may not see this link",
+                    metadata: ["dns.client": "\(IPPrefix.format(client))", "proxy.link": "\(link)"])
+            }
+            output.finish(reply, context, cache: "immediate", replay: .refused)
         case .immediate(let reply):
             count(\.immediate)
             output.finish(reply, context, cache: "immediate", replay: .immediate)

@@ -73,6 +73,7 @@ final class ProxyMetrics: Sendable {
         _ = counter("dns_answers_replayed_total", [("transport", "udp")])
         _ = counter("dns_answers_replayed_total", [("transport", "tcp")])
         for link in links {
+            _ = counter("dns_link_refused_total", [("link", link)])
             _ = counter("mdns_queries_started_total", [("link", link)])
             _ = counter("mdns_queries_rate_limited_total", [("link", link)])
         }
@@ -81,6 +82,8 @@ final class ProxyMetrics: Sendable {
     func mdnsQueryStarted(link: String) { counter("mdns_queries_started_total", [("link", link)]).increment() }
     func mdnsRateLimited(link: String) { counter("mdns_queries_rate_limited_total", [("link", link)]).increment() }
     func aclRefused() { counter("dns_acl_refused_total", []).increment() }
+    /// `dns_link_refused_total{link}`: refused because the client may not see that link.
+    func linkRefused(link: String) { counter("dns_link_refused_total", [("link", link)]).increment() }
     /// `dns_malformed_queries_total`: answered FORMERR (undecodable, or not one question).
     func malformed() { counter("dns_malformed_queries_total", []).increment() }
     /// `dns_refused_queries_total`: answered REFUSED (outside the zones, or the client ACL),

@@ -23,6 +23,8 @@ struct QueryIntake: Sendable {
         case protocolFailure(Message, RCode)
         /// Outside every zone, or a class we do not serve.
         case refused(Message)
+        /// A zone of a link this client may not see (`Link.clients`): REFUSED, counted per link.
+        case linkRefused(Message, link: String)
         /// Answered from configuration.
         case immediate(Message)
         /// To be answered from mDNS.
@@ -64,11 +66,15 @@ struct QueryIntake: Sendable {
         if let rcode = Self.protocolFailure(query) {
             return (.protocolFailure(answers.failure(query, rcode), rcode), limits)
         }
+        if let link = catalog.zone(containing: query.questions[0].name)?.link, !link.isVisible(to: client) {
+            return (.linkRefused(answers.failure(query, .refused), link: link.interface), limits)
+        }
         switch catalog.plan(query.questions[0]) {
         case .refused:
             return (.refused(answers.failure(query, .refused)), limits)
         case .immediate(let zone, let records):
-            return (.immediate(answers.immediate(query, zone: zone, answers: records)), limits)
+            let shown = catalog.visible(records, to: client)
+            return (.immediate(answers.immediate(query, zone: zone, answers: shown)), limits)
         case .mdns(let plan):
             return (.mdns(query, plan), limits)
         }

@@ -144,7 +144,7 @@ extension AppConfiguration {
         let links = self.links.map { spec in
             Link(interface: spec.interface, zone: spec.domain,
                 subnets: (spec.subnets ?? interfaces.prefixes[spec.interface] ?? []).filter { !$0.isLinkLocal },
-                services: spec.services, realm: spec.realm, hostZone: spec.hostZone)
+                services: spec.services, realm: spec.realm, hostZone: spec.hostZone, clients: spec.clients)
         }
         var config = ProxyConfiguration(links: links, serverName: effectiveServerName, hostmaster: hostmaster)
         config.nameServers = nameServers
@@ -187,6 +187,7 @@ extension AppConfiguration {
             lines.append("  - interface: \(link.interface)")
             lines.append("    domain: \(Self.yamlQuoted(link.domain))")
             if let hostZone = link.hostZone { lines.append("    host-zone: \(Self.yamlQuoted(hostZone))") }
+            if let clients = link.clients { lines.append("    clients: [\(clients.map { "\"\($0)\"" }.joined(separator: ", "))]") }
             let subnets = link.subnets ?? (interfaces.prefixes[link.interface] ?? []).filter { !$0.isLinkLocal }
             let origin = link.subnets == nil ? "  # detected" : ""
             lines.append("    subnets: [\(subnets.map { "\"\($0)\"" }.joined(separator: ", "))]\(origin)")

@@ -19,11 +19,15 @@ public struct AppConfiguration: Sendable, Equatable {
         public var realm: String?
         /// The LDH zone its host names are shown in (`host-zone`); nil: `domain`.
         public var hostZone: DNSName?
+        /// The client prefixes that may see it (`clients`); nil: every allowed client.
+        public var clients: [IPPrefix]?
 
         public init(
             interface: String, domain: DNSName, subnets: [IPPrefix]? = nil, origin: String? = nil,
-            services: ServiceFilter = ServiceFilter(), realm: String? = nil, hostZone: DNSName? = nil
+            services: ServiceFilter = ServiceFilter(), realm: String? = nil, hostZone: DNSName? = nil,
+            clients: [IPPrefix]? = nil
         ) {
+            self.clients = clients
             self.interface = interface
             self.domain = domain
             self.subnets = subnets

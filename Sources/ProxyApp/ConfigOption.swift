@@ -228,7 +228,7 @@ struct ConfigReader {
                 errors.append(ConfigError(key: key, value: "\(item)", reason: "expected a mapping with interface and domain"))
                 continue
             }
-            unknownKeys(entry, known: ["interface", "domain", "host-zone", "subnets", "services", "realm"], prefix: key + ".")
+            unknownKeys(entry, known: ["interface", "domain", "host-zone", "subnets", "services", "realm", "clients"], prefix: key + ".")
             guard let interface = field(entry, "interface", key: key + ".interface") else {
                 errors.append(ConfigError(key: key + ".interface", reason: "missing"))
                 continue
@@ -254,7 +254,8 @@ struct ConfigReader {
             links.append(AppConfiguration.LinkSpec(
                 interface: interface, domain: zone, subnets: subnets, origin: key, services: filter,
                 realm: field(entry, "realm", key: key + ".realm"),
-                hostZone: field(entry, "host-zone", key: key + ".host-zone").flatMap { domain($0, key: key + ".host-zone") }))
+                hostZone: field(entry, "host-zone", key: key + ".host-zone").flatMap { domain($0, key: key + ".host-zone") },
+                clients: entry["clients"].map { prefixes($0, key: key + ".clients") }))
         }
         return links
     }
