@@ -28,6 +28,8 @@ public struct MDNSPlan: Hashable, Sendable {
 public struct Catalog: Sendable {
     public let configuration: ProxyConfiguration
     private let zones: [(origin: DNSName, link: Link, kind: ZoneKind)]
+    /// Some link limits its clients (`Link.clients`): only then do queries pay for the check.
+    public let hasLinkViews: Bool
 
     /// What a zone holds.
     public enum ZoneKind: Sendable {
@@ -54,6 +56,7 @@ public struct Catalog: Sendable {
         }
         // Longest origin first, so the most specific zone wins.
         self.zones = zones.sorted { $0.0.labels.count > $1.0.labels.count }
+        self.hasLinkViews = configuration.links.contains { $0.clients != nil }
     }
 
     /// The browse domains offered by `b`/`lb` domain enumeration: every link zone.
@@ -151,7 +154,8 @@ public struct Catalog: Sendable {
     /// `records` without the PTRs that name a zone of a link `client` may not see (domain
     /// enumeration lists only the zones a client may browse; `Link.clients`).
     public func visible(_ records: [ResourceRecord], to client: [UInt8]?) -> [ResourceRecord] {
-        records.filter { record in
+        guard hasLinkViews else { return records }
+        return records.filter { record in
             guard case .ptr(let target) = record.rdata, let link = zone(containing: target)?.link else { return true }
             return link.isVisible(to: client)
         }

@@ -66,7 +66,9 @@ struct QueryIntake: Sendable {
         if let rcode = Self.protocolFailure(query) {
             return (.protocolFailure(answers.failure(query, rcode), rcode), limits)
         }
-        if let link = catalog.zone(containing: query.questions[0].name)?.link, !link.isVisible(to: client) {
+        if catalog.hasLinkViews, let link = catalog.zone(containing: query.questions[0].name)?.link,
+            !link.isVisible(to: client)
+        {
             return (.linkRefused(answers.failure(query, .refused), link: link.interface), limits)
         }
         switch catalog.plan(query.questions[0]) {
