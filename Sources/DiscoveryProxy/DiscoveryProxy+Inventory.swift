@@ -16,12 +16,7 @@ extension DiscoveryProxy {
             self.takeInventory()
             if let interval = self.configuration.inventoryInterval { self.scheduleInventory(after: interval) }
         }
-        let stop = state.withLock { state -> Bool in
-            if state.table.isClosed { return true }
-            state.inventoryTimer = timer
-            return false
-        }
-        if stop { timer.cancel() }
+        hold(timer) { $0.inventoryTimer = $1 }
     }
 
     /// One round on every link.

@@ -377,9 +377,14 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             self?.sweep()
             self?.scheduleSweep()
         }
+        hold(timer) { $0.sweepTimer = $1 }
+    }
+
+    /// Keeps a timer in the state (`store`), or cancels it if the proxy has shut down.
+    func hold(_ timer: any ProxyTimer, as store: (inout State, any ProxyTimer) -> Void) {
         let stop = state.withLock { state -> Bool in
             if state.table.isClosed { return true }
-            state.sweepTimer = timer
+            store(&state, timer)
             return false
         }
         if stop { timer.cancel() }
