@@ -166,9 +166,14 @@ public enum StatusPage {
             return html + "<p class=\"empty\">No service types found on this link.</p></div>\n"
         }
         html += "<ul class=\"types\">"
+        // A link only where the table below has a row to land on (a type whose instances
+        // have all gone since the round lists none).
+        let listed = Set(link.services.map { $0.type.lowercased() })
         for type in inventory.types {
             let count = type.instances.map { plural($0, "instance") } ?? "not counted"
-            html += "<li><a href=\"#\(anchor(link.interface, type.type))\"><code>\(escape(type.type))</code></a>"
+            let code = "<code>\(escape(type.type))</code>"
+            html += listed.contains(type.type.lowercased())
+                ? "<li><a href=\"#\(anchor(link.interface, type.type))\">\(code)</a>" : "<li>\(code)"
             html += " <span class=\"count\">\(escape(count))</span></li>"
         }
         return html + "</ul></div>\n"

@@ -232,6 +232,21 @@ import Testing
         #expect(StatusPage.render(status).contains("No services cached."))
     }
 
+    /// The inventory links a type to its first row below, only where that row exists.
+    @Test func inventoryLinksOnlyToRowsThatExist() {
+        let link = LinkStatus(
+            interface: "eth1", zone: "lab1.example.", activeBrowses: 2,
+            services: [ServiceStatus(type: "_ipp._tcp", instance: "Printer One")],
+            inventory: LinkInventory(
+                types: [.init(type: "_ipp._tcp", instances: 1), .init(type: "_flap._tcp", instances: 0)]))
+        var status = AdminStatus.sample()
+        status.links = [link]
+        let page = StatusPage.render(status)
+        #expect(page.contains("<a href=\"#svc-eth1-_ipp._tcp\">") && page.contains("id=\"svc-eth1-_ipp._tcp\""))
+        #expect(!page.contains("#svc-eth1-_flap._tcp") && page.contains("<code>_flap._tcp</code>"))
+        #expect(page.contains("On this link") && page.contains("0 instances"))
+    }
+
     /// `ADMIN_PAGE_OUT=/tmp/page.html swift test --filter dumpPage` writes the sample page (for screenshots).
     @Test func dumpPage() throws {
         guard let path = ProcessInfo.processInfo.environment["ADMIN_PAGE_OUT"] else { return }
