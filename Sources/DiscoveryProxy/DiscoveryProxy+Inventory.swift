@@ -16,7 +16,12 @@ extension DiscoveryProxy {
             self.takeInventory()
             if let interval = self.configuration.inventoryInterval { self.scheduleInventory(after: interval) }
         }
-        hold(timer) { $0.inventoryTimer = $1 }
+        // One chain of rounds: a reload that turns the inventory back on replaces a round
+        // still pending from before it was turned off.
+        hold(timer) { state, timer in
+            state.inventoryTimer?.cancel()
+            state.inventoryTimer = timer
+        }
     }
 
     /// One round on every link.
