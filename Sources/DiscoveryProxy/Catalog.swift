@@ -133,9 +133,7 @@ public struct Catalog: Sendable {
             return .immediate(zone: origin, answers: [])
         }
         // A service type this link does not share: empty, and never asked of mDNS.
-        if !isReverse, !link.services.isOpen, let type = ServiceFilter.serviceType(of: relative),
-            type != "_dns-sd._udp", !link.services.permits(type)
-        {
+        if !isReverse, link.services.hides(relative) {
             return .immediate(zone: origin, answers: [])
         }
 
@@ -175,12 +173,7 @@ public struct Catalog: Sendable {
         case .forward:
             let relative = name.labels(before: Self.local) ?? []
             if let position = ServiceNamePosition(forward: relative) {
-                if !plan.link.services.isOpen, let type = ServiceFilter.serviceType(of: relative),
-                    type != "_dns-sd._udp", !plan.link.services.permits(type)
-                {
-                    return []
-                }
-                return position.recordTypes
+                return plan.link.services.hides(relative) ? [] : position.recordTypes
             }
             // A host, or a name under one (macOS publishes `_kerberos.<host>.local` TXT).
             return NameMapping.isHostName(name) ? [.a, .aaaa] : [.a, .aaaa, .txt]

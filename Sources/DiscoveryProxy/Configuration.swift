@@ -61,6 +61,13 @@ public struct ServiceFilter: Hashable, Sendable {
         return allow?.contains(type) ?? true
     }
 
+    /// Whether a name, by its labels before the zone, belongs to a service type this filter
+    /// does not share (the `_dns-sd._udp` enumeration names are always shared).
+    public func hides(_ relative: [[UInt8]]) -> Bool {
+        guard !isOpen, let type = Self.serviceType(of: relative), type != "_dns-sd._udp" else { return false }
+        return !permits(type)
+    }
+
     /// The service type a name belongs to, from its labels before the zone: the two labels
     /// ending in `_tcp`/`_udp` (`My Printer._ipp._tcp` → `_ipp._tcp`, also for subtypes).
     /// Nil for names that are not under a service type (host names).

@@ -8,7 +8,12 @@ import Synchronization
 /// alive, so the status page shows what is on each link, not only what clients asked. At
 /// most `inventoryMaxTypes` types per link, and none while the browse table is half full.
 extension DiscoveryProxy {
-    /// The first round comes soon after start; later ones every interval.
+    /// The first round, soon after start (or after a reload turns the inventory on).
+    func scheduleFirstInventory() {
+        if let interval = configuration.inventoryInterval { scheduleInventory(after: min(.seconds(10), interval)) }
+    }
+
+    /// The next round; every round schedules the one after it.
     func scheduleInventory(after delay: Duration) {
         guard configuration.inventoryInterval != nil else { return }
         let timer = scheduler.schedule(after: delay) { [weak self] in
@@ -40,19 +45,21 @@ extension DiscoveryProxy {
     private func browseTypes(in enumeration: Message, on link: Link, catalog: Catalog) {
         let configuration = catalog.configuration
         guard enumeration.rcode == .noError else { return }  // keep the last round's list
-        var types: [String] = []
+        // Each service type as text (`_ipp._tcp`) and as the name to browse.
+        var types: [(text: String, name: DNSName)] = []
         for record in enumeration.answers {
             guard case .ptr(let target) = record.rdata, let relative = target.labels(before: link.zone),
                 relative.count == 2
             else { continue }
-            let type = relative.map { String(decoding: $0, as: UTF8.self) }.joined(separator: ".")
-            if !types.contains(type) { types.append(type) }
+            let text = relative.map { String(decoding: $0, as: UTF8.self) }.joined(separator: ".")
+            if !types.contains(where: { $0.text == text }) { types.append((text, target)) }
         }
-        types.sort { $0.lowercased() < $1.lowercased() }
+        types.sort { $0.text.lowercased() < $1.text.lowercased() }
         let room = state.withLock { $0.table.browses.count } < configuration.maxBrowses / 2
         let browsed = room ? Array(types.prefix(configuration.inventoryMaxTypes)) : []
         let interval = (configuration.inventoryInterval ?? .zero) / .seconds(1)
-        let round = InventoryRound(types: browsed, omitted: types.count - browsed.count) { [weak self] inventory in
+        let round = InventoryRound(types: browsed.map(\.text), omitted: types.count - browsed.count) {
+            [weak self] inventory in
             guard let self else { return }
             let now = self.scheduler.now()
             var inventory = inventory
@@ -60,9 +67,7 @@ extension DiscoveryProxy {
             self.state.withLock { $0.inventory[link.interface] = (inventory, now) }
         }
         for type in browsed {
-            guard let name = try? DNSName(labels: type.split(separator: ".").map { Array($0.utf8) } + link.zone.labels)
-            else { continue }
-            ask(name, on: link, catalog: catalog) { answer in round.counted(type, answer: answer) }
+            ask(type.name, on: link, catalog: catalog) { answer in round.counted(type.text, answer: answer) }
         }
     }
 

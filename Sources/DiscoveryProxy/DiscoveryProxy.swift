@@ -61,7 +61,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         self.state = Mutex(State())
         metrics.prepare(links: configuration.links.map(\.interface))
         scheduleSweep()
-        if let interval = configuration.inventoryInterval { scheduleInventory(after: min(.seconds(10), interval)) }
+        scheduleFirstInventory()
     }
 
     /// Releases every browse and stops the timers. Pending queries are answered SERVFAIL.
@@ -99,9 +99,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             state.inventory = configuration.inventoryInterval == nil ? [:] : state.inventory.filter { kept.contains($0.key) }
             return state.table.release(keepingLinks: kept)
         }
-        if inventoryWasOff, let interval = configuration.inventoryInterval {
-            scheduleInventory(after: min(.seconds(10), interval))
-        }
+        if inventoryWasOff { scheduleFirstInventory() }
         invalidateReplays()  // the zones, filters or ACL may have changed
         let answers = AnswerBuilder(configuration: configuration)
         for browse in dropped {

@@ -45,6 +45,15 @@ extension AppConfiguration {
         return warnings
     }
 
+    /// An NS target (`key`: server-name, name-servers) inside a link's zone: one error per
+    /// such link (RFC 8766 §6.2: an NS target never lies inside a delegated zone).
+    func insideLinkZones(_ name: DNSName, key: String) -> [ConfigError] {
+        links.indices.filter { links[$0].zones.contains { name.isSubdomain(of: $0) } }.map {
+            ConfigError(key: key, value: "\(name)",
+                reason: "lies inside the zone of \(entry($0)); an NS target must not (RFC 8766 §6.2)")
+        }
+    }
+
     func validateLinks(interfaces: InterfaceTable, local: DNSName) -> [ConfigError] {
         var errors: [ConfigError] = []
         if links.isEmpty { errors.append(Self.noLinks) }

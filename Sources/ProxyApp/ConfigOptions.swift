@@ -17,13 +17,7 @@ extension AppConfiguration {
                     if let text = reader.string(value, key: key) { config.serverName = reader.domain(text, key: key) }
                 },
                 render: { config, _ in ["server-name: \(yamlQuoted(config.effectiveServerName))"] },
-                validate: { config, _ in
-                    let server = config.effectiveServerName
-                    return config.links.indices.filter { config.links[$0].zones.contains { server.isSubdomain(of: $0) } }.map {
-                        ConfigError(key: "server-name", value: "\(server)",
-                            reason: "lies inside the zone of \(config.entry($0)); an NS target must not (RFC 8766 §6.2)")
-                    }
-                }),
+                validate: { config, _ in config.insideLinkZones(config.effectiveServerName, key: "server-name") }),
             ConfigOption(
                 "name-servers",
                 read: { reader, value, key, config in
@@ -43,13 +37,7 @@ extension AppConfiguration {
                             reason: "must list this proxy's own server-name too (RFC 8766 §6.2: each proxy answers NS "
                                 + "with its own record and its fellow proxies')"))
                     }
-                    for name in config.nameServers {
-                        for index in config.links.indices where config.links[index].zones.contains(where: { name.isSubdomain(of: $0) }) {
-                            errors.append(ConfigError(key: "name-servers", value: "\(name)",
-                                reason: "lies inside the zone of \(config.entry(index)); an NS target must not (RFC 8766 §6.2)"))
-                        }
-                    }
-                    return errors
+                    return errors + config.nameServers.flatMap { config.insideLinkZones($0, key: "name-servers") }
                 }),
             ConfigOption(
                 "hostmaster",

@@ -13,14 +13,8 @@ public enum ParentZone {
         let servers = proxy.effectiveNameServers
         let me = proxy.serverName
         let glue = addresses(config, proxy: proxy, interfaces: interfaces)
-        var sections: [(parent: DNSName, lines: [String])] = []
-        func add(_ parent: DNSName, _ line: String) {
-            if let index = sections.firstIndex(where: { $0.parent == parent }) {
-                if !sections[index].lines.contains(line) { sections[index].lines.append(line) }
-            } else {
-                sections.append((parent, [line]))
-            }
-        }
+        var sections = Sections()
+        func add(_ parent: DNSName, _ line: String) { sections.add(line, in: parent) }
         func record(_ owner: DNSName, _ type: String, _ data: String, _ comment: String? = nil) -> String {
             "\(owner)\t\(ttl)\tIN\t\(type)\t\(data)" + (comment.map { "\t; \($0)" } ?? "")
         }
@@ -40,23 +34,16 @@ public enum ParentZone {
                 add(link.zone.parent, record(enumeration(label, link.zone.parent), "PTR", "\(link.zone)"))
             }
         }
-        for parent in sections.map(\.parent) {
+        for parent in sections.list.map(\.parent) {
             if let first = proxy.links.first(where: { $0.zone.parent == parent }) {
                 add(parent, record(enumeration("db", parent), "PTR", "\(first.zone)", "the default browse domain"))
             }
         }
-        var reverse: [(parent: DNSName, lines: [String])] = []
+        var reverse = Sections()
         for link in proxy.links {
             for subnet in link.subnets where !subnet.isLinkLocal {
                 let zone = subnet.reverseZone
-                for server in servers {
-                    let line = record(zone, "NS", "\(server)")
-                    if let index = reverse.firstIndex(where: { $0.parent == zone.parent }) {
-                        if !reverse[index].lines.contains(line) { reverse[index].lines.append(line) }
-                    } else {
-                        reverse.append((zone.parent, [line]))
-                    }
-                }
+                for server in servers { reverse.add(record(zone, "NS", "\(server)"), in: zone.parent) }
             }
         }
 
@@ -68,17 +55,30 @@ public enum ParentZone {
         if servers.count > 1 {
             text += "; Fellow proxies (name-servers) need their own A/AAAA glue, printed by each of them.\n"
         }
-        if glue.isEmpty && sections.contains(where: { me.isSubdomain(of: $0.parent) }) {
+        if glue.isEmpty && sections.list.contains(where: { me.isSubdomain(of: $0.parent) }) {
             text += "; No glue: give \(me) an address in its zone (listen on a specific address, or push.addresses).\n"
         }
-        for section in sections {
+        for section in sections.list {
             text += "\n; ---- in zone \(section.parent)\n" + section.lines.joined(separator: "\n") + "\n"
         }
-        for section in reverse {
+        for section in reverse.list {
             text += "\n; ---- in zone \(section.parent) (reverse lookups and address-based browsing, RFC 8766 §5.4, §6.5)\n"
             text += section.lines.joined(separator: "\n") + "\n"
         }
         return text
+    }
+
+    /// Record lines grouped by the zone they go in, in first-seen order, each line once.
+    struct Sections {
+        var list: [(parent: DNSName, lines: [String])] = []
+
+        mutating func add(_ line: String, in parent: DNSName) {
+            if let index = list.firstIndex(where: { $0.parent == parent }) {
+                if !list[index].lines.contains(line) { list[index].lines.append(line) }
+            } else {
+                list.append((parent, [line]))
+            }
+        }
     }
 
     /// `<label>._dns-sd._udp.<parent>`.
