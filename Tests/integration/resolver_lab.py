@@ -519,8 +519,19 @@ class ResolverLab:
 
 def _cleanup_client_ns():
     """Kill what runs in NS_C (by PID) and delete it; other labs' namespaces stay."""
-    if NS_C not in L.list_netns():
-        return
+    if NS_C in L.list_netns():
+        _delete_client_ns()
+    # The kernel tears a namespace down in the background: the veth pair (its router end
+    # dpr-c) can outlive `ip netns del` for a moment, and the next start's `ip link add`
+    # then fails with "File exists". Wait for it, and remove it if it stays.
+    deadline = time.monotonic() + 5
+    while _router_end_exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _router_end_exists():
+        L.run(["ip", "-n", L.NS_R, "link", "del", R_IF_C], check=False)
+
+
+def _delete_client_ns():
     pids = L.run(["ip", "netns", "pids", NS_C], check=False).stdout.split()
     for p in pids:
         L.kill_pid(int(p), signal.SIGTERM)
@@ -531,3 +542,9 @@ def _cleanup_client_ns():
     for p in pids:
         L.kill_pid(int(p), signal.SIGKILL)
     L.run(["ip", "netns", "del", NS_C], check=False)
+
+
+def _router_end_exists():
+    if L.NS_R not in L.list_netns():
+        return False
+    return L.run(["ip", "-n", L.NS_R, "link", "show", R_IF_C], check=False).returncode == 0
