@@ -3,6 +3,7 @@
 #define CAVAHI_CLIENT_SHIM_H
 #include <avahi-client/client.h>
 #include <avahi-client/lookup.h>
+#include <avahi-client/publish.h>
 #include <avahi-common/thread-watch.h>
 #include <avahi-common/error.h>
 #include <avahi-common/malloc.h>

@@ -40,6 +40,12 @@ public struct Link: Hashable, Sendable {
         guard let clients, let client else { return true }
         return clients.contains { $0.contains(client) }
     }
+
+    /// Whether every client in `subnet` may see this link.
+    public func isVisible(toEveryClientOf subnet: IPPrefix) -> Bool {
+        guard let clients else { return true }
+        return clients.contains { $0.contains(subnet) }
+    }
 }
 
 /// Allow and deny lists of service types such as `_ipp._tcp` (compared case-insensitively).

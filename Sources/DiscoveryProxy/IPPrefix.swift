@@ -24,6 +24,11 @@ public struct IPPrefix: Hashable, Sendable, CustomStringConvertible {
         return IPPrefix(address: other, length: length)?.address == address
     }
 
+    /// Whether every address of `other` is inside this prefix.
+    public func contains(_ other: IPPrefix) -> Bool {
+        length <= other.length && contains(other.address)
+    }
+
     /// 169.254/16 and fe80::/10: not usable by off-link clients (RFC 8766 §5.5.2).
     public static func isLinkLocal(_ address: [UInt8]) -> Bool {
         if address.count == 4 { return address[0] == 169 && address[1] == 254 }

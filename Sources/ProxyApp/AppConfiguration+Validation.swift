@@ -42,7 +42,45 @@ extension AppConfiguration {
                 "links: \(link.interface) carries the default route (the uplink): the services found there are "
                     + "served as \(link.domain); serve the interfaces that face your own subnets instead")
         }
+        let advertised = BrowseDomainAdvertisement(configuration: self, interfaces: interfaces)
+        for interface in advertiseBrowseDomains where interfaces.exists(interface) {
+            if interfaces.uplinks.contains(interface) {
+                warnings.append(
+                    "advertise-browse-domains: \(interface) carries the default route (the uplink): the link zones "
+                        + "are announced to the network behind it; list the interfaces that face your clients")
+            } else if advertised.zones[interface] == nil {
+                warnings.append(
+                    "advertise-browse-domains: \(interface): no link zone is visible to all of its subnets "
+                        + "(allow-clients, links[].clients), or it has no address; nothing is announced there")
+            }
+        }
         return warnings
+    }
+
+    func validateAdvertisement(interfaces: InterfaceTable) -> [ConfigError] {
+        var errors: [ConfigError] = []
+        for (index, interface) in advertiseBrowseDomains.enumerated() {
+            let key = "advertise-browse-domains[\(index)]"
+            if !interfaces.exists(interface) {
+                let known = interfaces.prefixes.keys.sorted().joined(separator: ", ")
+                errors.append(ConfigError(key: key, value: interface,
+                    reason: "no such network interface (this host has: \(known))"))
+            }
+            if advertiseBrowseDomains[..<index].contains(interface) {
+                errors.append(ConfigError(key: key, value: interface, reason: "listed twice"))
+            }
+        }
+        return errors
+    }
+
+    func renderAdvertisement(interfaces: InterfaceTable) -> [String] {
+        guard !advertiseBrowseDomains.isEmpty else { return ["advertise-browse-domains: []  # none"] }
+        let zones = BrowseDomainAdvertisement(configuration: self, interfaces: interfaces).zones
+        return ["advertise-browse-domains:  # b/lb._dns-sd._udp.local. PTRs (RFC 6763 §11)"]
+            + advertiseBrowseDomains.map { interface in
+                let names = zones[interface].map { $0.map { "\($0)" }.joined(separator: ", ") } ?? "nothing"
+                return "  - \(interface)  # \(names)"
+            }
     }
 
     /// An NS target (`key`: server-name, name-servers) inside a link's zone: one error per

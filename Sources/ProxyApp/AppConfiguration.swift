@@ -90,6 +90,9 @@ public struct AppConfiguration: Sendable, Equatable {
     public var admin: ListenAddress? = ListenAddress(host: "127.0.0.1", port: 8053)
     /// Clients allowed to query; nil means loopback plus the subnets of this host's interfaces.
     public var allowClients: [IPPrefix]?
+    /// Interfaces on which the link zones are announced as browse domains over mDNS
+    /// (`BrowseDomainAdvertisement`); empty: none.
+    public var advertiseBrowseDomains: [String] = []
     /// Client prefixes by private address realm (RFC 8766 §5.5.2), sorted by name.
     public var privateRealms = PrivateRealms()
 

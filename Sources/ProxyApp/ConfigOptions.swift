@@ -117,6 +117,14 @@ extension AppConfiguration {
                     return ["allow-clients: [\(clients.joined(separator: ", "))]\(note)"]
                 }),
             ConfigOption(
+                "advertise-browse-domains",
+                read: { reader, value, key, config in
+                    config.advertiseBrowseDomains = reader.list(value, key: key, expected: "a list of interface names",
+                        element: "an interface name such as eth1") { $0.isEmpty ? nil : $0 } ?? []
+                },
+                render: { config, interfaces in config.renderAdvertisement(interfaces: interfaces) },
+                validate: { config, interfaces in config.validateAdvertisement(interfaces: interfaces) }),
+            ConfigOption(
                 "private-realms",
                 read: { reader, value, key, config in
                     if let realms = reader.privateRealms(value, key: key) { config.privateRealms = realms }

@@ -38,7 +38,9 @@ struct InterfaceWatcher: Service {
     private func watch() async {
         var last: [String: LinkState] = [:]
         let table = read()
-        for link in reloader.links { last[link.interface] = Self.state(of: link.interface, in: table) }
+        for interface in reloader.links.map(\.interface) + reloader.advertised {
+            last[interface] = Self.state(of: interface, in: table)
+        }
         while !Task.isCancelled {
             do {
                 try await Task.sleep(for: interval)
@@ -62,8 +64,20 @@ struct InterfaceWatcher: Service {
                     logger.warning("link interface is down; other links are still served", metadata: metadata)
                 }
             }
+            // Interfaces that only announce browse domains: a change re-plans the announcement
+            // (subnets decide the zones; a re-created interface needs its records again).
+            var announcementChanged = false
+            for interface in reloader.advertised where now[interface] == nil {
+                let state = Self.state(of: interface, in: table)
+                now[interface] = state
+                guard let before = last[interface], before != state else { continue }
+                announcementChanged = true
+                logger.notice(
+                    "interface of advertise-browse-domains changed; announcing again",
+                    metadata: ["mdns.interface": "\(interface)", "link.before": "\(before)", "link.now": "\(state)"])
+            }
             last = now
-            if !changed.isEmpty { reloader.refresh(interfaces: table, changed: changed) }
+            if !changed.isEmpty || announcementChanged { reloader.refresh(interfaces: table, changed: changed) }
         }
     }
 }

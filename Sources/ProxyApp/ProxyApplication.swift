@@ -126,7 +126,26 @@ public struct ProxyApplication: Sendable {
             configuration: serverConfiguration, responder: configuration.push.onTCP ? sessions : responder,
             logger: logger, onBound: { _ in privileges.bound() })
 
-        let reloader = Reloader(load: reload, proxy: proxy, running: configuration, logger: logger)
+        let publisher: AvahiPublisher
+        do {
+            publisher = try AvahiPublisher(logger: logger)
+        } catch {
+            throw StartupError("cannot start the avahi client: \(error)")
+        }
+        defer { publisher.shutdown() }  // withdraws the browse domains (mDNS goodbyes)
+        let logger = self.logger
+        let advertise: @Sendable (AppConfiguration, InterfaceTable) -> Void = { configuration, interfaces in
+            let advertisement = BrowseDomainAdvertisement(configuration: configuration, interfaces: interfaces)
+            for (interface, zones) in advertisement.zones.sorted(by: { $0.key < $1.key }) {
+                logger.info(
+                    "advertising browse domains over mDNS",
+                    metadata: ["mdns.interface": "\(interface)", "link.zones": "\(zones.map(\.description).joined(separator: ","))"])
+            }
+            publisher.publish(advertisement.records)
+        }
+        advertise(configuration, interfaces)
+        let reloader = Reloader(
+            load: reload, proxy: proxy, running: configuration, logger: logger, onApply: advertise)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: server), .init(service: ReloadOnHangup(reloader: reloader)),
             .init(service: InterfaceWatcher(

@@ -16,13 +16,20 @@ final class Reloader: Sendable {
     /// The configuration in force: `running`, or the last one a reload applied.
     private let applied: Mutex<AppConfiguration>
     private let logger: Logger
+    /// Told each configuration put in force, with the interfaces it was applied to (the
+    /// browse-domain advertisement follows it).
+    private let onApply: @Sendable (AppConfiguration, InterfaceTable) -> Void
 
-    init(load: @escaping Load, proxy: DiscoveryProxy, running: AppConfiguration, logger: Logger) {
+    init(
+        load: @escaping Load, proxy: DiscoveryProxy, running: AppConfiguration, logger: Logger,
+        onApply: @escaping @Sendable (AppConfiguration, InterfaceTable) -> Void = { _, _ in }
+    ) {
         self.load = load
         self.proxy = proxy
         self.running = running
         self.applied = Mutex(running)
         self.logger = logger
+        self.onApply = onApply
     }
 
     /// Applies the configuration in force again to the interfaces as they are now (subnets,
@@ -30,9 +37,13 @@ final class Reloader: Sendable {
     func refresh(interfaces: InterfaceTable, changed: Set<String>) {
         let configuration = applied.withLock { $0 }
         proxy.reconfigure(configuration.proxyConfiguration(interfaces: interfaces), refreshing: changed)
+        onApply(configuration, interfaces)
     }
 
     var links: [AppConfiguration.LinkSpec] { applied.withLock { $0.links } }
+
+    /// The interfaces of `advertise-browse-domains` in force.
+    var advertised: [String] { applied.withLock { $0.advertiseBrowseDomains } }
 
     /// Nil on success, else the problems (one line each).
     func reload() -> [String]? {
@@ -52,6 +63,7 @@ final class Reloader: Sendable {
         }
         applied.withLock { $0 = candidate }
         proxy.reconfigure(candidate.proxyConfiguration(interfaces: interfaces))
+        onApply(candidate, interfaces)
         logger.info("configuration reloaded", metadata: ["proxy.links": "\(candidate.links.map(\.description))"])
         return nil
     }
