@@ -42,6 +42,15 @@ extension AppConfiguration {
                 "links: \(link.interface) carries the default route (the uplink): the services found there are "
                     + "served as \(link.domain); serve the interfaces that face your own subnets instead")
         }
+        let mdnsInterfaces = Set(links.map(\.interface) + advertiseBrowseDomains).count
+        if let limit = interfaces.ipv4MulticastGroupLimit, mdnsInterfaces > limit {
+            warnings.append(
+                "links: \(mdnsInterfaces) interfaces for mDNS, but net.ipv4.igmp_max_memberships is \(limit): "
+                    + "avahi-daemon joins the mDNS group on every interface with one socket, and IPv4 mDNS fails on those "
+                    + "beyond \(limit) (\"IP_ADD_MEMBERSHIP failed: No buffer space available\" in its log); raise it: "
+                    + "sysctl -w net.ipv4.igmp_max_memberships=\(Self.groupLimitAdvice(mdnsInterfaces)), "
+                    + "kept in /etc/sysctl.d/, then restart avahi-daemon")
+        }
         let advertised = BrowseDomainAdvertisement(configuration: self, interfaces: interfaces)
         for interface in advertiseBrowseDomains where interfaces.exists(interface) {
             if interfaces.uplinks.contains(interface) {
@@ -56,6 +65,9 @@ extension AppConfiguration {
         }
         return warnings
     }
+
+    /// Room for the links, avahi's other interfaces and growth: the next multiple of 256 above twice as many.
+    static func groupLimitAdvice(_ interfaces: Int) -> Int { (interfaces * 2 / 256 + 1) * 256 }
 
     func validateAdvertisement(interfaces: InterfaceTable) -> [ConfigError] {
         var errors: [ConfigError] = []

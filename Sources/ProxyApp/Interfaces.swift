@@ -15,15 +15,20 @@ public struct InterfaceTable: Sendable {
     public var up: Set<String>
     /// Interfaces that carry a default route (IPv4 or IPv6): on a router, the uplinks.
     public var uplinks: Set<String>
+    /// IPv4 multicast groups one socket may join (net.ipv4.igmp_max_memberships, 20 by
+    /// default); nil when unknown. avahi-daemon joins 224.0.0.251 on every interface with one
+    /// socket, so this caps the links it can serve over IPv4.
+    public var ipv4MulticastGroupLimit: Int?
 
     public init(
         prefixes: [String: [IPPrefix]], addresses: [String: [[UInt8]]] = [:], up: Set<String>? = nil,
-        uplinks: Set<String> = []
+        uplinks: Set<String> = [], ipv4MulticastGroupLimit: Int? = nil
     ) {
         self.prefixes = prefixes
         self.addresses = addresses
         self.up = up ?? Set(prefixes.keys)
         self.uplinks = uplinks
+        self.ipv4MulticastGroupLimit = ipv4MulticastGroupLimit
     }
 
     public func exists(_ name: String) -> Bool { prefixes[name] != nil }
@@ -50,7 +55,11 @@ public struct InterfaceTable: Sendable {
                 table[name]!.append(prefix)
             }
         }
-        return InterfaceTable(prefixes: table, addresses: hosts, up: up, uplinks: defaultRouteInterfaces())
+        let groupLimit = (try? String(contentsOfFile: "/proc/sys/net/ipv4/igmp_max_memberships", encoding: .utf8))
+            .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        return InterfaceTable(
+            prefixes: table, addresses: hosts, up: up, uplinks: defaultRouteInterfaces(),
+            ipv4MulticastGroupLimit: groupLimit)
     }
 
     /// Interfaces with a default route, from the kernel's routing tables (/proc/net/route:

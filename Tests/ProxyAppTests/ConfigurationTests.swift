@@ -313,4 +313,22 @@ struct ConfigurationTests {
         config.links.append(.init(interface: "wan0", domain: try DNSName("lab2.example.")))
         #expect(config.warnings(interfaces: router).first?.hasPrefix("links: wan0 carries the default route") == true)
     }
+
+    @Test("warnings: more mDNS interfaces than one socket may join groups on (igmp_max_memberships)")
+    func multicastGroupLimit() throws {
+        let names = (1...21).map { "vlan\($0)" }
+        var host = InterfaceTable(
+            prefixes: Dictionary(uniqueKeysWithValues: names.map { ($0, [IPPrefix]()) }), ipv4MulticastGroupLimit: 20)
+        var config = AppConfiguration()
+        config.serverName = try DNSName("ns.example.")
+        config.links = try names.prefix(20).map { .init(interface: $0, domain: try DNSName("\($0).example.")) }
+        #expect(config.warnings(interfaces: host).isEmpty)
+        config.advertiseBrowseDomains = ["vlan1", "vlan21"]  // one more interface, one already a link
+        let warning = try #require(config.warnings(interfaces: host).first)
+        #expect(warning.hasPrefix("links: 21 interfaces for mDNS, but net.ipv4.igmp_max_memberships is 20"))
+        #expect(warning.contains("sysctl -w net.ipv4.igmp_max_memberships=256"))
+        host.ipv4MulticastGroupLimit = 1024
+        #expect(!config.warnings(interfaces: host).contains { $0.contains("igmp_max_memberships") })
+        #expect(AppConfiguration.groupLimitAdvice(200) == 512)
+    }
 }
