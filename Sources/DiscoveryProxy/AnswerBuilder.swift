@@ -24,7 +24,7 @@ struct AnswerBuilder: Sendable {
         }
         if reply.answers.isEmpty {
             // NODATA, never NXDOMAIN: the name may be an empty non-terminal (§5.6).
-            let zone = ZoneRecords(origin: plan.zone, configuration: configuration)
+            let zone = ZoneRecords(origin: plan.zone, link: plan.link, configuration: configuration)
             reply.authority = [snapshot.isSettled ? zone.soa : zone.soa(negativeTTL: DiscoveryProxy.provisionalTTL)]
             return reply
         }
@@ -56,10 +56,10 @@ struct AnswerBuilder: Sendable {
     }
 
     /// An answer from configuration (`QueryPlan.immediate`); empty answers carry the SOA.
-    func immediate(_ query: Message, zone: DNSName, answers: [ResourceRecord]) -> Message {
+    func immediate(_ query: Message, zone: DNSName, link: Link?, answers: [ResourceRecord]) -> Message {
         var reply = reply(to: query)
         reply.answers = answers
-        if answers.isEmpty { reply.authority = [ZoneRecords(origin: zone, configuration: configuration).soa] }
+        if answers.isEmpty { reply.authority = [ZoneRecords(origin: zone, link: link, configuration: configuration).soa] }
         return reply
     }
 

@@ -30,6 +30,8 @@ public struct Catalog: Sendable {
     private let zones: [(origin: DNSName, link: Link, kind: ZoneKind)]
     /// Some link limits its clients (`Link.clients`): only then do queries pay for the check.
     public let hasLinkViews: Bool
+    /// Some link has name servers of its own (`Link.nameServers`).
+    public let hasLinkNameServers: Bool
 
     /// What a zone holds.
     public enum ZoneKind: Sendable {
@@ -57,6 +59,7 @@ public struct Catalog: Sendable {
         // Longest origin first, so the most specific zone wins.
         self.zones = zones.sorted { $0.0.labels.count > $1.0.labels.count }
         self.hasLinkViews = configuration.links.contains { $0.clients != nil }
+        self.hasLinkNameServers = configuration.links.contains { $0.nameServers != nil }
     }
 
     /// The browse domains offered by `b`/`lb` domain enumeration: every link zone.
@@ -72,7 +75,7 @@ public struct Catalog: Sendable {
         guard let (origin, link, kind) = zone(containing: question.name) else { return .refused }
         let isReverse = kind == .reverse
         let relative = question.name.labels(before: origin) ?? []
-        let records = ZoneRecords(origin: origin, configuration: configuration)
+        let records = ZoneRecords(origin: origin, link: link, configuration: configuration)
 
         // The apex is answered at once (§6.3): SOA, NS, nothing else exists there.
         if relative.isEmpty {
@@ -279,10 +282,14 @@ public struct Catalog: Sendable {
 public struct ZoneRecords: Sendable {
     public let origin: DNSName
     let configuration: ProxyConfiguration
+    /// Every proxy of the zone, the first one the SOA MNAME.
+    let nameServers: [DNSName]
 
-    public init(origin: DNSName, configuration: ProxyConfiguration) {
+    /// The records of `origin`, a zone of `link` (nil: none of a link's, such as `serverName`).
+    public init(origin: DNSName, link: Link?, configuration: ProxyConfiguration) {
         self.origin = origin
         self.configuration = configuration
+        self.nameServers = configuration.nameServers(of: link)
     }
 
     /// MNAME the first name server (RFC 8766 §6.1: this proxy's name, or with fellow proxies
@@ -297,7 +304,7 @@ public struct ZoneRecords: Sendable {
         let rname = configuration.hostmaster ?? ((try? origin.prepending([Array("hostmaster".utf8)])) ?? origin)
         let limit = min(ttl, configuration.ttlCap)
         let soa = RData.SOA(
-            mname: configuration.effectiveNameServers[0], rname: rname, serial: 0, refresh: 7200, retry: 3600,
+            mname: nameServers[0], rname: rname, serial: 0, refresh: 7200, retry: 3600,
             expire: 86400,
             minimum: limit)
         return ResourceRecord(name: origin, type: .soa, ttl: limit, rdata: .soa(soa))
@@ -305,7 +312,7 @@ public struct ZoneRecords: Sendable {
 
     /// Every proxy of the zone (§6.2).
     public var ns: [ResourceRecord] {
-        configuration.effectiveNameServers.map {
+        nameServers.map {
             ResourceRecord(name: origin, type: .ns, ttl: configuration.ttlCap, rdata: .ns($0))
         }
     }

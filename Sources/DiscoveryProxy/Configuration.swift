@@ -21,11 +21,15 @@ public struct Link: Hashable, Sendable {
     /// The client prefixes that may see this link (its zones, its place in domain enumeration,
     /// its Push subscriptions), on top of the proxy's client ACL; nil: every allowed client.
     public var clients: [IPPrefix]?
+    /// The proxies of this link's zones when they are not the proxy's own `nameServers` (a
+    /// router whose HA partner shares some of its links only); nil: those.
+    public var nameServers: [DNSName]?
 
     public init(
         interface: String, zone: DNSName, subnets: [IPPrefix] = [], services: ServiceFilter = ServiceFilter(),
-        realm: String? = nil, hostZone: DNSName? = nil, clients: [IPPrefix]? = nil
+        realm: String? = nil, hostZone: DNSName? = nil, clients: [IPPrefix]? = nil, nameServers: [DNSName]? = nil
     ) {
+        self.nameServers = nameServers
         self.interface = interface
         self.zone = zone
         self.subnets = subnets
@@ -103,6 +107,8 @@ public struct ProxyConfiguration: Sendable {
     public var nameServers: [DNSName] = []
     /// `nameServers`, or `serverName` alone.
     public var effectiveNameServers: [DNSName] { nameServers.isEmpty ? [serverName] : nameServers }
+    /// The proxies of `link`'s zones: its own list, or `effectiveNameServers`.
+    public func nameServers(of link: Link?) -> [DNSName] { link?.nameServers ?? effectiveNameServers }
     /// Answer NODATA after this long when mDNS finds nothing. RFC 8766 §5.6 says 6 s, but
     /// resolvers give up on an authoritative server long before (docs/ARCHITECTURE.md,
     /// "Negative answers"); the mDNS query goes on after the answer either way.

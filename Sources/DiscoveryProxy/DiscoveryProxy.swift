@@ -310,7 +310,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         let types = catalog.recordTypes(at: plan)
         let answers = AnswerBuilder(configuration: configuration)
         let synthesis = NSECSynthesis(
-            skeleton: answers.reply(to: query), zone: ZoneRecords(origin: plan.zone, configuration: configuration),
+            skeleton: answers.reply(to: query), zone: ZoneRecords(origin: plan.zone, link: plan.link, configuration: configuration),
             types: types.count, ttlCap: configuration.ttlCap
         ) { [output] reply, fromCache in
             output.finish(reply, context, cache: fromCache ? "hit" : "miss")

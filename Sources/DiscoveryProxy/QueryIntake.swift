@@ -76,7 +76,9 @@ struct QueryIntake: Sendable {
             return (.refused(answers.failure(query, .refused)), limits)
         case .immediate(let zone, let records):
             let shown = catalog.visible(records, to: client)
-            return (.immediate(answers.immediate(query, zone: zone, answers: shown)), limits)
+            // The zone's link matters only for its own name servers (in an empty answer's SOA).
+            let link = catalog.hasLinkNameServers && shown.isEmpty ? catalog.zone(containing: zone)?.link : nil
+            return (.immediate(answers.immediate(query, zone: zone, link: link, answers: shown)), limits)
         case .mdns(let plan):
             return (.mdns(query, plan), limits)
         }

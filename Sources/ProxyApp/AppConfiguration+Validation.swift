@@ -104,6 +104,20 @@ extension AppConfiguration {
         }
     }
 
+    /// A `name-servers` list (top level or a link's): this proxy among them, none inside a
+    /// link zone (RFC 8766 §6.2). Empty: nothing to check.
+    func validateNameServers(_ servers: [DNSName], key: String) -> [ConfigError] {
+        guard !servers.isEmpty else { return [] }
+        var errors: [ConfigError] = []
+        let server = effectiveServerName
+        if !servers.contains(server) {
+            errors.append(ConfigError(key: key, value: "\(server)",
+                reason: "must list this proxy's own server-name too (RFC 8766 §6.2: each proxy answers NS "
+                    + "with its own record and its fellow proxies')"))
+        }
+        return errors + servers.flatMap { insideLinkZones($0, key: key) }
+    }
+
     func validateLinks(interfaces: InterfaceTable, local: DNSName) -> [ConfigError] {
         var errors: [ConfigError] = []
         if links.isEmpty { errors.append(Self.noLinks) }
@@ -203,7 +217,8 @@ extension AppConfiguration {
         let links = self.links.map { spec in
             Link(interface: spec.interface, zone: spec.domain,
                 subnets: (spec.subnets ?? interfaces.prefixes[spec.interface] ?? []).filter { !$0.isLinkLocal },
-                services: spec.services, realm: spec.realm, hostZone: spec.hostZone, clients: spec.clients)
+                services: spec.services, realm: spec.realm, hostZone: spec.hostZone, clients: spec.clients,
+                nameServers: spec.nameServers)
         }
         var config = ProxyConfiguration(links: links, serverName: effectiveServerName, hostmaster: hostmaster)
         config.nameServers = nameServers
@@ -247,6 +262,9 @@ extension AppConfiguration {
             lines.append("    domain: \(Self.yamlQuoted(link.domain))")
             if let hostZone = link.hostZone { lines.append("    host-zone: \(Self.yamlQuoted(hostZone))") }
             if let clients = link.clients { lines.append("    clients: [\(clients.map { "\"\($0)\"" }.joined(separator: ", "))]") }
+            if let servers = link.nameServers {
+                lines.append("    name-servers: [\(servers.map { Self.yamlQuoted($0) }.joined(separator: ", "))]")
+            }
             let subnets = link.subnets ?? (interfaces.prefixes[link.interface] ?? []).filter { !$0.isLinkLocal }
             let origin = link.subnets == nil ? "  # detected" : ""
             lines.append("    subnets: [\(subnets.map { "\"\($0)\"" }.joined(separator: ", "))]\(origin)")

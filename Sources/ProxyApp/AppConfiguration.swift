@@ -21,12 +21,15 @@ public struct AppConfiguration: Sendable, Equatable {
         public var hostZone: DNSName?
         /// The client prefixes that may see it (`clients`); nil: every allowed client.
         public var clients: [IPPrefix]?
+        /// The proxies of its zones (`name-servers`); nil: the top-level `name-servers`.
+        public var nameServers: [DNSName]?
 
         public init(
             interface: String, domain: DNSName, subnets: [IPPrefix]? = nil, origin: String? = nil,
             services: ServiceFilter = ServiceFilter(), realm: String? = nil, hostZone: DNSName? = nil,
-            clients: [IPPrefix]? = nil
+            clients: [IPPrefix]? = nil, nameServers: [DNSName]? = nil
         ) {
+            self.nameServers = nameServers
             self.clients = clients
             self.interface = interface
             self.domain = domain

@@ -194,6 +194,12 @@ struct ConfigReader {
         })
     }
 
+    mutating func nameServers(_ value: Any, key: String) -> [DNSName] {
+        list(value, key: key, expected: "a list of domain names", element: "a domain name such as ns2.example.com.") {
+            try? DNSName($0)
+        } ?? []
+    }
+
     mutating func prefixes(_ value: Any, key: String) -> [IPPrefix] {
         list(value, key: key, expected: "a list of prefixes",
             element: "a prefix such as 192.0.2.0/24 or 2001:db8::/64") { IPPrefix($0) } ?? []
@@ -228,7 +234,7 @@ struct ConfigReader {
                 errors.append(ConfigError(key: key, value: "\(item)", reason: "expected a mapping with interface and domain"))
                 continue
             }
-            unknownKeys(entry, known: ["interface", "domain", "host-zone", "subnets", "services", "realm", "clients"], prefix: key + ".")
+            unknownKeys(entry, known: ["interface", "domain", "host-zone", "subnets", "services", "realm", "clients", "name-servers"], prefix: key + ".")
             guard let interface = field(entry, "interface", key: key + ".interface") else {
                 errors.append(ConfigError(key: key + ".interface", reason: "missing"))
                 continue
@@ -255,7 +261,8 @@ struct ConfigReader {
                 interface: interface, domain: zone, subnets: subnets, origin: key, services: filter,
                 realm: field(entry, "realm", key: key + ".realm"),
                 hostZone: field(entry, "host-zone", key: key + ".host-zone").flatMap { domain($0, key: key + ".host-zone") },
-                clients: entry["clients"].map { prefixes($0, key: key + ".clients") }))
+                clients: entry["clients"].map { prefixes($0, key: key + ".clients") },
+                nameServers: entry["name-servers"].map { nameServers($0, key: key + ".name-servers") }))
         }
         return links
     }

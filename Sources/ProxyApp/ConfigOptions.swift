@@ -21,23 +21,17 @@ extension AppConfiguration {
             ConfigOption(
                 "name-servers",
                 read: { reader, value, key, config in
-                    config.nameServers = reader.list(value, key: key, expected: "a list of domain names",
-                        element: "a domain name such as ns2.example.com.") { try? DNSName($0) } ?? []
+                    config.nameServers = reader.nameServers(value, key: key)
                 },
                 render: { config, _ in
                     config.nameServers.isEmpty
                         ? [] : ["name-servers: [\(config.nameServers.map { yamlQuoted($0) }.joined(separator: ", "))]"]
                 },
                 validate: { config, _ in
-                    guard !config.nameServers.isEmpty else { return [] }
-                    var errors: [ConfigError] = []
-                    let server = config.effectiveServerName
-                    if !config.nameServers.contains(server) {
-                        errors.append(ConfigError(key: "name-servers", value: "\(server)",
-                            reason: "must list this proxy's own server-name too (RFC 8766 §6.2: each proxy answers NS "
-                                + "with its own record and its fellow proxies')"))
-                    }
-                    return errors + config.nameServers.flatMap { config.insideLinkZones($0, key: "name-servers") }
+                    config.validateNameServers(config.nameServers, key: "name-servers")
+                        + config.links.indices.flatMap { index in
+                            config.validateNameServers(config.links[index].nameServers ?? [], key: config.entry(index) + ".name-servers")
+                        }
                 }),
             ConfigOption(
                 "hostmaster",

@@ -10,7 +10,6 @@ import DiscoveryProxy
 public enum ParentZone {
     public static func render(_ config: AppConfiguration, interfaces: InterfaceTable, ttl: UInt32 = 3600) -> String {
         let proxy = config.proxyConfiguration(interfaces: interfaces)
-        let servers = proxy.effectiveNameServers
         let me = proxy.serverName
         let glue = addresses(config, proxy: proxy, interfaces: interfaces)
         var sections = Sections()
@@ -22,7 +21,7 @@ public enum ParentZone {
         for link in proxy.links {
             for zone in [link.zone] + (link.hostZone.map { [$0] } ?? []) {
                 let parent = zone.parent
-                for server in servers { add(parent, record(zone, "NS", "\(server)")) }
+                for server in proxy.nameServers(of: link) { add(parent, record(zone, "NS", "\(server)")) }
                 // Glue: only this proxy's addresses are known here; fellow proxies print theirs.
                 if me.isSubdomain(of: parent) {
                     for address in glue {
@@ -43,7 +42,7 @@ public enum ParentZone {
         for link in proxy.links {
             for subnet in link.subnets where !subnet.isLinkLocal {
                 let zone = subnet.reverseZone
-                for server in servers { reverse.add(record(zone, "NS", "\(server)"), in: zone.parent) }
+                for server in proxy.nameServers(of: link) { reverse.add(record(zone, "NS", "\(server)"), in: zone.parent) }
             }
         }
 
@@ -52,7 +51,7 @@ public enum ParentZone {
             ; printed by discovery-proxy --print-parent-zone. Add each block to the zone it names.
 
             """
-        if servers.count > 1 {
+        if proxy.links.contains(where: { proxy.nameServers(of: $0).count > 1 }) {
             text += "; Fellow proxies (name-servers) need their own A/AAAA glue, printed by each of them.\n"
         }
         if glue.isEmpty && sections.list.contains(where: { me.isSubdomain(of: $0.parent) }) {

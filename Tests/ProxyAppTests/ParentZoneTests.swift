@@ -55,7 +55,7 @@ struct ParentZoneTests {
         let config = try config()
         #expect(config.validate(interfaces: interfaces).isEmpty)
         let proxy = config.proxyConfiguration(interfaces: interfaces)
-        let records = ZoneRecords(origin: try DNSName("lab1.example.com."), configuration: proxy)
+        let records = ZoneRecords(origin: try DNSName("lab1.example.com."), link: nil, configuration: proxy)
         #expect(records.ns.map(\.rdata) == [.ns(try DNSName("ns1.example.com.")), .ns(try DNSName("ns2.example.com."))])
         guard case .soa(let soa) = records.soa.rdata else {
             Issue.record("no SOA")
@@ -67,5 +67,53 @@ struct ParentZoneTests {
         let errors = wrong.validate(interfaces: interfaces).map(\.description)
         #expect(errors.contains { $0.contains("must list this proxy's own server-name") })
         #expect(errors.contains { $0.contains("ns.lab1.example.com.") && $0.contains("must not") })
+    }
+
+    /// An HA pair shares link 1 only: link 2 is this router's alone, so its zones name this
+    /// proxy alone, in the parent zone and in their own SOA and NS (a fellow proxy that does
+    /// not serve a zone would be a lame delegation).
+    @Test("links[].name-servers: a link of this router alone is delegated to it alone")
+    func perLinkNameServers() throws {
+        let (config, readErrors) = AppConfiguration.parse(yaml: """
+            server-name: ns1.example.com.
+            name-servers: [ns1.example.com., ns2.example.com.]
+            links:
+              - interface: eth1
+                domain: lab1.example.com.
+              - interface: eth2
+                domain: lab2.example.com.
+                name-servers: [ns1.example.com.]
+            """)
+        #expect(readErrors.isEmpty)
+        #expect(config.validate(interfaces: interfaces).isEmpty)
+        #expect(config.render(interfaces: interfaces).contains("    name-servers: ['ns1.example.com.']"))
+        let lines = Set(ParentZone.render(config, interfaces: interfaces).split(separator: "\n").map {
+            $0.split(separator: "\t").prefix(5).joined(separator: " ")
+        })
+        #expect(lines.contains("lab1.example.com. 3600 IN NS ns2.example.com."))
+        #expect(lines.contains("lab2.example.com. 3600 IN NS ns1.example.com."))
+        #expect(!lines.contains("lab2.example.com. 3600 IN NS ns2.example.com."))
+        #expect(!lines.contains("100.51.198.in-addr.arpa. 3600 IN NS ns2.example.com."))
+        #expect(lines.contains("2.0.192.in-addr.arpa. 3600 IN NS ns2.example.com."))
+
+        let catalog = Catalog(configuration: config.proxyConfiguration(interfaces: interfaces))
+        #expect(catalog.hasLinkNameServers)
+        let ns = { (zone: String) throws -> QueryPlan in catalog.plan(Question(name: try DNSName(zone), type: .ns)) }
+        #expect(try ns("lab2.example.com.") == .immediate(
+            zone: try DNSName("lab2.example.com."),
+            answers: [ResourceRecord(name: try DNSName("lab2.example.com."), type: .ns, ttl: 10, rdata: .ns(try DNSName("ns1.example.com.")))]))
+        guard case .immediate(_, let shared) = try ns("100.51.198.in-addr.arpa."), case .immediate(_, let both) = try ns("lab1.example.com.")
+        else {
+            Issue.record("apex NS not immediate")
+            return
+        }
+        #expect(shared.count == 1)
+        #expect(both.count == 2)
+
+        var wrong = config
+        wrong.links[1].nameServers = [try DNSName("ns2.example.com.")]
+        #expect(wrong.validate(interfaces: interfaces).map(\.description).contains {
+            $0.hasPrefix("links[1].name-servers: \"ns1.example.com.\": must list this proxy's own server-name")
+        })
     }
 }
