@@ -68,3 +68,20 @@ def test_explicit_link_and_listen_are_used_as_given(router):
     assert p.returncode == 0, p.stderr
     assert "--link wan0=wan.example.com. --listen 127.0.0.1:5300" in p.stderr
     assert "dig @127.0.0.1 -p 5300 +norec wan.example.com. SOA" in p.stderr
+
+
+def test_avahi_settings_refuse_a_line_avahi_cannot_read(tmp_path):
+    """Campus scale: avahi-daemon 0.8 reads avahi-daemon.conf in 256-byte lines, so an
+    allow-interfaces line for ~40 VLANs would stop it from starting. The settings script says
+    so and changes nothing."""
+    conf = tmp_path / "avahi-daemon.conf"
+    conf.write_text("[server]\nuse-ipv4=yes\n")
+    script = os.path.join(L.REPO, "deploy", "avahi", "apply-avahi-settings.sh")
+    many = ",".join("vlan%d" % i for i in range(100, 160))
+    p = subprocess.run(["sh", script, "--conf", str(conf), "--interfaces", many], capture_output=True, text=True)
+    assert p.returncode == 2
+    assert "reads at most 254 per line" in p.stderr and "deny-interfaces=<uplink>" in p.stderr, p.stderr
+    assert conf.read_text() == "[server]\nuse-ipv4=yes\n"
+    p = subprocess.run(["sh", script, "--conf", str(conf), "--interfaces", "vlan100,vlan101"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and "allow-interfaces=vlan100,vlan101" in conf.read_text(), p.stderr

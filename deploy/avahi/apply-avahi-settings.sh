@@ -26,6 +26,13 @@ settings=$(awk -F= '
     /^[ \t]*[a-z]/ { k = $1; v = substr($0, index($0, "=") + 1); gsub(/[ \t]/, "", k); print section "\t" k "\t" v }
 ' "$here/avahi-daemon.conf.snippet")
 if [ -n "$interfaces" ]; then
+    # avahi-daemon 0.8 reads its configuration in 256-byte lines: a longer one is cut, the
+    # rest has no "=", and the daemon does not start ("Missing assignment").
+    line="allow-interfaces=$interfaces"
+    if [ ${#line} -gt 254 ]; then
+        echo "apply-avahi-settings: allow-interfaces for these interfaces would be ${#line} characters, and avahi-daemon 0.8 reads at most 254 per line (it would not start: \"Missing assignment\"); leave --interfaces out, so that avahi-daemon uses every interface, and keep it off the uplink with deny-interfaces=<uplink> under [server]" >&2
+        exit 2
+    fi
     settings=$(printf '%s\nserver\tallow-interfaces\t%s' "$settings" "$interfaces")
 fi
 
