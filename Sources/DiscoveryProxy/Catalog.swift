@@ -62,8 +62,18 @@ public struct Catalog: Sendable {
         self.hasLinkNameServers = configuration.links.contains { $0.nameServers != nil }
     }
 
-    /// The browse domains offered by `b`/`lb` domain enumeration: every link zone.
-    public var browseDomains: [DNSName] { configuration.links.map(\.zone) }
+    /// The browse domains offered by `b`/`lb` domain enumeration in a zone of `link`: every
+    /// link zone that all of that zone's proxies serve too. Every proxy that may be asked
+    /// (RFC 8766 §6.2) then gives the same list, even when each also serves links of its own
+    /// (`Link.nameServers`); without such links, every link zone.
+    public func browseDomains(askedIn link: Link) -> [DNSName] {
+        guard hasLinkNameServers else { return configuration.links.map(\.zone) }
+        let askable = configuration.nameServers(of: link)
+        return configuration.links.filter { other in
+            let servers = configuration.nameServers(of: other)
+            return askable.allSatisfy { servers.contains($0) }
+        }.map(\.zone)
+    }
 
     public func zone(containing name: DNSName) -> (origin: DNSName, link: Link, kind: ZoneKind)? {
         zones.first { name.isSubdomain(of: $0.origin) }
@@ -268,7 +278,7 @@ public struct Catalog: Sendable {
         }
         let targets: [DNSName]
         switch label {
-        case "b", "lb": targets = browseDomains
+        case "b", "lb": targets = browseDomains(askedIn: link)
         case "db": targets = [link.zone]  // must be one of the `b` domains (RFC 8766 §5.2.1)
         default: targets = []  // r/dr: registration is impossible here
         }

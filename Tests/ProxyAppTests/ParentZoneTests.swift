@@ -110,6 +110,18 @@ struct ParentZoneTests {
         #expect(shared.count == 1)
         #expect(both.count == 2)
 
+        // Domain enumeration in a zone both proxies serve lists only zones both serve, so the
+        // partner (which serves its own links, not lab2) gives the same answer (§6.2); in
+        // lab2's own zones this proxy alone answers and lists both.
+        let enumeration = { (name: String) throws -> [RData] in
+            guard case .immediate(_, let records) = catalog.plan(Question(name: try DNSName(name), type: .ptr)) else { return [] }
+            return records.map(\.rdata)
+        }
+        let lab1 = RData.ptr(try DNSName("lab1.example.com.")), lab2 = RData.ptr(try DNSName("lab2.example.com."))
+        #expect(try enumeration("b._dns-sd._udp.0.2.0.192.in-addr.arpa.") == [lab1])
+        #expect(try enumeration("lb._dns-sd._udp.lab1.example.com.") == [lab1])
+        #expect(try enumeration("b._dns-sd._udp.0.100.51.198.in-addr.arpa.") == [lab1, lab2])
+
         var wrong = config
         wrong.links[1].nameServers = [try DNSName("ns2.example.com.")]
         #expect(wrong.validate(interfaces: interfaces).map(\.description).contains {
