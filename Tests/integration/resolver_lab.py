@@ -11,11 +11,14 @@ a parent DNS hierarchy, the way a site deploys the proxy (deploy/parent-zone/)::
 
 * knotd (authoritative, unsigned) serves a small root zone, `example.` and
   `in-addr.arpa.`.  The root delegates `example.` and `in-addr.arpa.` (to the
-  same knotd); `example.` delegates lab1/lab2.example. to ns.example.
-  (A 203.0.113.1, AAAA 2001:db8:3::1) and lists both link zones under
-  b/db/lb._dns-sd._udp.example.; `in-addr.arpa.` delegates 2.0.192.in-addr.arpa.
-  and 100.51.198.in-addr.arpa. to ns.example.  A real delegation has no port,
-  so the proxy must answer on port 53.
+  same knotd).  Everything under them comes from `discovery-proxy --config
+  proxy-rl.yaml --print-parent-zone` (parent_records()), as a site would make
+  it: `example.` delegates lab1/lab2.example. (and link 1's host zone
+  lab1-hosts.example.) to ns.example. with its glue (A 203.0.113.1, AAAA
+  2001:db8:3::1) and lists the link zones under b/db/lb._dns-sd._udp.example.;
+  `in-addr.arpa.` delegates 2.0.192.in-addr.arpa. and 100.51.198.in-addr.arpa.
+  to ns.example.  A real delegation has no port, so the proxy must answer on
+  port 53.  dnsmasq (a forwarder) gets a server= line per delegated zone.
 * The proxy for this lab is a second instance in dpt-r ("proxy-rl", admin port
   8301, loopback port 5301 for lab readiness checks), so the session proxy that
   other test modules use keeps running; restart_proxy() gives a fresh one.
@@ -42,6 +45,9 @@ API::
     r = rl.query("lb._dns-sd._udp.example.", "PTR")  # ONE query with RD, from NS_C
     rl.packet_log()              # tcpdump's text of this resolver's port-53 traffic
     rl.stop_resolver(); rl.stop()
+
+The pieces (parent_records, start_knot, resolver_command, wait_resolver) also
+serve campus_ha_lab.py, whose parent zone joins two routers' printed records.
 
 Nothing runs on the host: every daemon runs in NS_C or dpt-r and is stopped by
 stop(); namespaces are named from lab.NS_PREFIX (DPT_LAB_ID keeps labs apart).
@@ -75,7 +81,6 @@ RESOLVER_ADDR = "127.0.0.1"              # the resolver the client uses
 ROOT_NS = "a.root-servers.lab."          # our root server's name (data in the root zone)
 PROXY_NAME = "proxy-rl"
 PROXY_LOOP_PORT = 5301                   # proxy-rl also on 127.0.0.1:5301 (readiness check)
-LINK_REVERSE_ZONES = ("2.0.192.in-addr.arpa.", "100.51.198.in-addr.arpa.")
 
 RESOLVERS = ("unbound", "bind", "kresd", "pdns", "dnsmasq")
 # each resolver's executable, to tell whether it is installed
@@ -133,36 +138,70 @@ example.                NS    {ns}
 in-addr.arpa.           NS    {ns}
 """
 
-# as deploy/parent-zone/example.com.zone describes for example.com
+# The parent zones' own apex; the delegations under them (link zones, glue, b/db/lb PTRs,
+# reverse zones) come from `discovery-proxy --print-parent-zone` (parent_records()).
 EXAMPLE_ZONE = """\
 $ORIGIN example.
 $TTL 3600
 @                       SOA   {ns} hostmaster.example. {soa}
 @                       NS    {ns}
-; the proxy's --server-name, outside every link zone (RFC 8766 §6.2)
-ns                      A     {r4}
-ns                      AAAA  {r6}
-lab1                    NS    ns.example.
-lab2                    NS    ns.example.
-; link 1's host-name zone, when the proxy is given one (test_resolver_host_zone.py)
-lab1-hosts              NS    ns.example.
-; domain enumeration (RFC 6763 §11)
-b._dns-sd._udp          PTR   lab1.example.
-b._dns-sd._udp          PTR   lab2.example.
-db._dns-sd._udp         PTR   lab1.example.
-lb._dns-sd._udp         PTR   lab1.example.
-lb._dns-sd._udp         PTR   lab2.example.
 """
 
-# as deploy/parent-zone/reverse-delegations.zone describes
 IN_ADDR_ARPA_ZONE = """\
 $ORIGIN in-addr.arpa.
 $TTL 3600
 @                       SOA   {ns} hostmaster.example. {soa}
 @                       NS    {ns}
-2.0.192                 NS    ns.example.     ; 192.0.2.0/24, link 1
-100.51.198              NS    ns.example.     ; 198.51.100.0/24, link 2
 """
+
+# The zones knotd serves, each with its apex text; printed blocks go into the one that
+# encloses them.
+KNOT_ZONES = {".": ("root.zone", ROOT_ZONE), "example.": ("example.zone", EXAMPLE_ZONE),
+              "in-addr.arpa.": ("in-addr.arpa.zone", IN_ADDR_ARPA_ZONE)}
+
+
+def parent_records(*printed):
+    """{knot zone: [record lines]} from the text of one or more proxies'
+    `--print-parent-zone` (concatenated, as a site with several routers would), each line
+    once. A block "; ---- in zone P" goes into the lab zone enclosing P (0.192.in-addr.arpa.
+    into in-addr.arpa.). ip6.arpa. blocks are left out: the lab's root does not delegate
+    ip6.arpa. (a real root delegates it elsewhere), and no test browses by IPv6 address."""
+    out = {z: [] for z in KNOT_ZONES}
+    for text in printed:
+        target = None
+        for line in text.splitlines():
+            if line.startswith("; ---- in zone "):
+                parent = line.split()[4].lower()
+                target = None if parent.endswith("ip6.arpa.") else max(
+                    (z for z in KNOT_ZONES if z == "." or parent == z or parent.endswith("." + z)), key=len)
+            elif target and line.strip() and not line.startswith(";"):
+                rec = line.split(";")[0].strip()
+                if rec not in out[target]:
+                    out[target].append(rec)
+    return out
+
+
+def delegations(records):
+    """{zone: [addresses of its name servers]} from parent_records(): the forwarding that a
+    forwarder (dnsmasq) needs instead of following the delegations; IPv4 glue only, as the
+    lab's forwarding has always been."""
+    ns, glue = {}, {}
+    for lines in records.values():
+        for line in lines:
+            owner, _ttl, _cls, rtype, data = line.split(None, 4)
+            if rtype == "NS":
+                ns.setdefault(owner.lower(), []).append(data.lower())
+            elif rtype in ("A", "AAAA"):
+                glue.setdefault(owner.lower(), []).append(data)
+    return {zone: [a for s in servers for a in glue.get(s, []) if ":" not in a]
+            for zone, servers in ns.items()}
+
+
+def reverse_zones(records):
+    """The reverse zones delegated in `records` (RFC 6303 empty zones the resolvers must not
+    answer locally)."""
+    return [z for z in delegations(records) if z.endswith(".in-addr.arpa.")]
+
 
 ROOT_HINTS = """\
 .                       3600000  NS  {ns}
@@ -218,8 +257,7 @@ server:
     # knotd listens on loopback, which Unbound never queries by default
     do-not-query-localhost: no
     # RFC 6303 built-in empty zones would answer the links' reverse zones locally
-    local-zone: "2.0.192.in-addr.arpa." nodefault
-    local-zone: "100.51.198.in-addr.arpa." nodefault
+{unbound_rev}
     # qname-minimisation stays on (the default)
 """
 
@@ -235,8 +273,7 @@ options {{
     // our root is unsigned; the default (auto) validates with the real root key
     dnssec-validation no;
     // RFC 6303 built-in empty zones would answer the links' reverse zones locally
-    disable-empty-zone "2.0.192.IN-ADDR.ARPA";
-    disable-empty-zone "100.51.198.IN-ADDR.ARPA";
+{bind_rev}
 }};
 // no rndc control channel (it would read /etc/bind/rndc.key)
 controls {{ }};
@@ -288,16 +325,86 @@ no-resolv
 pid-file=
 log-facility=-
 log-queries
-# forwarding: the parent zones to knotd, the link zones and their reverse zones
-# to the proxy (deploy/parent-zone/dnsmasq.conf, proxy on another host)
+# forwarding: the parent zones to knotd, each delegated zone (link zones and their
+# reverse zones) to its proxies (deploy/parent-zone/dnsmasq.conf, proxy on another host)
 server=/example/{knot}
 server=/in-addr.arpa/{knot}
-server=/lab1.example/{r4}
-server=/lab2.example/{r4}
-server=/lab1-hosts.example/{r4}
-server=/2.0.192.in-addr.arpa/{r4}
-server=/100.51.198.in-addr.arpa/{r4}
+{servers}
 """
+
+
+def write_file(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def fmt(text, d, records=None, addr=RESOLVER_ADDR, knot=KNOT_ADDR):
+    """A template of this module filled in: `d` the directory, `records` the parent zones'
+    records (parent_records()), from which the reverse zones and dnsmasq's forwarding come."""
+    records = records or {}
+    rev = reverse_zones(records)
+    servers = "\n".join("server=/%s/%s" % (z.rstrip("."), a)
+                        for z, addrs in delegations(records).items() for a in addrs)
+    return text.format(d=d, ns=ROOT_NS, knot=knot, soa=SOA_TAIL, addr=addr,
+                       rev=", ".join("'%s'" % z for z in rev), servers=servers,
+                       unbound_rev="\n".join('    local-zone: "%s" nodefault' % z for z in rev),
+                       bind_rev="\n".join('    disable-empty-zone "%s";' % z.rstrip(".").upper() for z in rev))
+
+
+def start_knot(proclab, ns, d, records, name="knotd", timeout=15):
+    """knotd in `ns` on KNOT_ADDR serving KNOT_ZONES, each apex plus its `records`
+    (parent_records()); started as proclab's process `name` (a lab.Lab); waits for the SOAs."""
+    for zone, (fname, text) in KNOT_ZONES.items():
+        write_file(os.path.join(d, fname), fmt(text, d) + "".join(l + "\n" for l in records.get(zone, ())))
+    write_file(os.path.join(d, "knot.conf"), fmt(KNOT_CONF, d))
+    proclab.spawn(ns, ["knotd", "-c", os.path.join(d, "knot.conf")], name)
+
+    def answers():
+        proclab.check_alive(name)
+        for zone in KNOT_ZONES:
+            q = dns.message.make_query(zone, dns.rdatatype.SOA)
+            with L.netns(ns):
+                r = dns.query.udp(q, KNOT_ADDR, timeout=1)
+            if r.rcode() != dns.rcode.NOERROR or not r.answer:
+                return False
+        return True
+    L.wait_for(answers, timeout, what="knotd to serve the parent zones")
+
+
+def resolver_command(kind, d, records):
+    """Write `kind`'s configuration (and root hints) into directory `d`, for a resolver on
+    RESOLVER_ADDR:53 whose root is knotd and whose parent zones hold `records`; return the
+    command that runs it in the foreground."""
+    if kind not in RESOLVERS:
+        raise ValueError("unknown resolver %r (one of %s)" % (kind, ", ".join(RESOLVERS)))
+    write_file(os.path.join(d, "root.hints"), fmt(ROOT_HINTS, d))
+    conf, template, cmd = {
+        "unbound": ("unbound.conf", UNBOUND_CONF, ["unbound", "-d", "-c", "{conf}"]),
+        "bind": ("named.conf", BIND_CONF, ["named", "-g", "-c", "{conf}"]),
+        "kresd": ("kresd.conf", KRESD_CONF, ["kresd", "-n", "-c", "{conf}", d]),
+        "pdns": ("recursor.conf", PDNS_CONF, ["pdns_recursor", "--config-dir=" + d]),
+        "dnsmasq": ("dnsmasq.conf", DNSMASQ_CONF, ["dnsmasq", "-k", "-C", "{conf}"]),
+    }[kind]
+    path = os.path.join(d, conf)
+    write_file(path, fmt(template, d, records))
+    return [c.replace("{conf}", path) for c in cmd]
+
+
+def wait_resolver(proclab, name, query, timeout=30):
+    """Wait until the resolver process `name` answers `example. SOA` through `query`
+    (name, type, timeout -> response); a resolver that exits (bad config) fails at once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        proclab.check_alive(name)
+        with contextlib.suppress(Exception):
+            r = query("example.", dns.rdatatype.SOA, timeout=1)
+            if r.rcode() == dns.rcode.NOERROR and r.answer:
+                return
+        if time.monotonic() > deadline:
+            raise TimeoutError("%s did not answer example. SOA within %ss; log:\n%s"
+                               % (name, timeout, proclab.log_text(name, 60)))
+        time.sleep(0.3)
 
 
 class ResolverLab:
@@ -312,6 +419,7 @@ class ResolverLab:
         self.run_dir = None       # its working directory
         self.pcap = None          # its capture
         self._runs = 0
+        self.records = {}         # the parent zones' delegations (parent_records())
         self._etc_dir = "/etc/netns/%s" % NS_C
         self.up = False
 
@@ -364,33 +472,25 @@ class ResolverLab:
             return C_V6 in out and "tentative" not in out
         L.wait_for(ready, 10, what="the client link's IPv6 address")
 
-    def _write(self, path, text):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(text)
-
-    def _fmt(self, text, d=None):
-        rev = ", ".join("'%s'" % z for z in LINK_REVERSE_ZONES)
-        return text.format(d=d or self.dir, ns=ROOT_NS, knot=KNOT_ADDR, soa=SOA_TAIL,
-                           r4=R_V4_C, r6=R_V6_C, addr=RESOLVER_ADDR, rev=rev)
+    def parent_zone_config(self):
+        """The YAML equivalent of proxy-rl's command line (lab.Lab.start_proxy with the
+        arguments of restart_proxy), plus link 1's host zone that test_resolver_host_zone.py
+        gives it: the configuration the parent zone is printed for. (Until that test restarts
+        proxy-rl with the host zone, lab1-hosts.example.'s delegation is lame.)"""
+        path = os.path.join(self.dir, "proxy-rl.yaml")
+        write_file(path, "server-name: %s\nlisten: [\"%s:53\", \"[%s]:53\", \"127.0.0.1:%d\"]\n"
+                   "links:\n  - {interface: %s, domain: %s, host-zone: lab1-hosts.example.}\n"
+                   "  - {interface: %s, domain: %s}\n"
+                   % (L.SERVER_NAME, R_V4_C, R_V6_C, PROXY_LOOP_PORT, L.R_IF1, L.ZONE1, L.R_IF2, L.ZONE2))
+        return path
 
     def _knot(self):
-        d = os.path.join(self.dir, "knot")
-        for fname, text in (("root.zone", ROOT_ZONE), ("example.zone", EXAMPLE_ZONE),
-                            ("in-addr.arpa.zone", IN_ADDR_ARPA_ZONE), ("knot.conf", KNOT_CONF)):
-            self._write(os.path.join(d, fname), self._fmt(text, d))
-        self.lab.spawn(NS_C, ["knotd", "-c", os.path.join(d, "knot.conf")], "knotd")
-
-        def answers():
-            self.lab.check_alive("knotd")
-            for zone in (".", "example.", "in-addr.arpa."):
-                q = dns.message.make_query(zone, dns.rdatatype.SOA)
-                with L.netns(NS_C):
-                    r = dns.query.udp(q, KNOT_ADDR, timeout=1)
-                if r.rcode() != dns.rcode.NOERROR or not r.answer:
-                    return False
-            return True
-        L.wait_for(answers, 15, what="knotd to serve the parent zones")
+        # The delegations come from the proxy itself, as docs/DEPLOYMENT.md tells sites to do
+        # (run in dpt-r: the link subnets, hence the reverse zones, are read from its interfaces).
+        printed = L.nsrun(L.NS_R, [L.Lab.proxy_bin(), "--config", self.parent_zone_config(),
+                                   "--print-parent-zone"]).stdout
+        self.records = parent_records(printed)
+        start_knot(self.lab, NS_C, os.path.join(self.dir, "knot"), self.records)
 
     # ---- proxy --------------------------------------------------------------
     def restart_proxy(self, extra_args=(), binary=None, log_level="debug", links=True):
@@ -411,48 +511,15 @@ class ResolverLab:
     def start_resolver(self, kind, timeout=30):
         """Stop the running resolver, start `kind` cold (new directory, new cache) on
         127.0.0.1:53 in NS_C, and wait until it answers `example. SOA`."""
-        if kind not in RESOLVERS:
-            raise ValueError("unknown resolver %r (one of %s)" % (kind, ", ".join(RESOLVERS)))
         self.stop_resolver()
         self._runs += 1
         d = os.path.join(self.dir, "%s-%d" % (kind, self._runs))
         os.makedirs(d)
-        self._write(os.path.join(d, "root.hints"), self._fmt(ROOT_HINTS, d))
+        cmd = resolver_command(kind, d, self.records)
         self._start_capture(d)
-        if kind == "unbound":
-            conf = os.path.join(d, "unbound.conf")
-            self._write(conf, self._fmt(UNBOUND_CONF, d))
-            cmd = ["unbound", "-d", "-c", conf]
-        elif kind == "bind":
-            conf = os.path.join(d, "named.conf")
-            self._write(conf, self._fmt(BIND_CONF, d))
-            cmd = ["named", "-g", "-c", conf]
-        elif kind == "kresd":
-            conf = os.path.join(d, "kresd.conf")
-            self._write(conf, self._fmt(KRESD_CONF, d))
-            cmd = ["kresd", "-n", "-c", conf, d]
-        elif kind == "pdns":
-            self._write(os.path.join(d, "recursor.conf"), self._fmt(PDNS_CONF, d))
-            cmd = ["pdns_recursor", "--config-dir=" + d]
-        else:
-            conf = os.path.join(d, "dnsmasq.conf")
-            self._write(conf, self._fmt(DNSMASQ_CONF, d))
-            cmd = ["dnsmasq", "-k", "-C", conf]
         self.kind, self.run_dir = kind, d
         self.lab.spawn(NS_C, cmd, "resolver-" + kind)
-
-        name = "resolver-" + kind
-        deadline = time.monotonic() + timeout
-        while True:
-            self.lab.check_alive(name)  # a resolver that exits (bad config) fails at once
-            with contextlib.suppress(Exception):
-                r = self.query("example.", dns.rdatatype.SOA, timeout=1)
-                if r.rcode() == dns.rcode.NOERROR and r.answer:
-                    return
-            if time.monotonic() > deadline:
-                raise TimeoutError("%s did not answer example. SOA within %ss; log:\n%s"
-                                   % (kind, timeout, self.lab.log_text(name, 60)))
-            time.sleep(0.3)
+        wait_resolver(self.lab, "resolver-" + kind, self.query, timeout)
 
     def stop_resolver(self):
         if self.kind is not None:
