@@ -292,15 +292,19 @@ public struct Catalog: Sendable {
 public struct ZoneRecords: Sendable {
     public let origin: DNSName
     let configuration: ProxyConfiguration
-    /// Every proxy of the zone, the first one the SOA MNAME.
-    let nameServers: [DNSName]
+    /// The link's own name servers, if it has any (`Link.nameServers`).
+    private let linkNameServers: [DNSName]?
 
     /// The records of `origin`, a zone of `link` (nil: none of a link's, such as `serverName`).
+    /// Made for every planned query: it keeps references and builds nothing until asked.
     public init(origin: DNSName, link: Link?, configuration: ProxyConfiguration) {
         self.origin = origin
         self.configuration = configuration
-        self.nameServers = configuration.nameServers(of: link)
+        self.linkNameServers = link?.nameServers
     }
+
+    /// Every proxy of the zone, the first one the SOA MNAME.
+    var nameServers: [DNSName] { linkNameServers ?? configuration.effectiveNameServers }
 
     /// MNAME the first name server (RFC 8766 §6.1: this proxy's name, or with fellow proxies
     /// the same for all), SERIAL 0 (M), REFRESH 7200, RETRY 3600, EXPIRE 86400, MINIMUM 10; TTL ≤ 10 so the
