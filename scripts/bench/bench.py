@@ -1,7 +1,7 @@
 """Discovery-proxy benchmark (issue 4): cache-hit throughput next to Knot DNS and NSD,
 cold-miss latency next to avahi-browse, hit latency at half load, memory per instance,
-scaling, optimistic answers, answers through real recursive resolvers (issue 15). Runs in
-the integration suite's namespace lab.
+scaling, optimistic answers, answers through real recursive resolvers (issue 15), many links
+on one proxy (issue 16). Runs in the integration suite's namespace lab (and the campus lab).
 
 Usage (root): scripts/bench.sh [--smoke] [--json OUT] [--proxy-bin PATH] [--profile DIR] [--only ROWS]"""
 
@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(REPO, "Tests", "integration"))
 sys.path.insert(0, HERE)
 
 import lab  # noqa: E402
+import links as linksrow  # noqa: E402
 import perfprofile  # noqa: E402
 import phases  # noqa: E402
 import probes  # noqa: E402
@@ -44,10 +45,12 @@ def parse_args(argv):
     ap.add_argument("--only", metavar="ROWS", type=_rows,
                     help="run only these rows, comma-separated, of: %s (warming and the reference "
                          "servers come along where a row needs them; latency needs throughput)" % ", ".join(ROWS))
+    ap.add_argument("--links", metavar="N", type=int,
+                    help="links for the links row (default 200, 5 with --smoke; at most %d)" % linksrow.C.MAX_LINKS)
     return ap.parse_args(argv)
 
 
-ROWS = ("cold", "throughput", "latency", "scaling", "tcp-held", "optimistic", "memory", "resolvers")
+ROWS = ("cold", "throughput", "latency", "scaling", "tcp-held", "optimistic", "memory", "resolvers", "links")
 
 
 def _rows(text):
@@ -104,10 +107,11 @@ def main(argv):
     want = args.only or set(ROWS)
     main_rows = want & {"cold", "throughput", "latency", "scaling", "tcp-held"}
     try:
-        log("lab: starting namespaces, dbus, avahi-daemons")
-        lab_.start(with_proxy=False)
-        log("lab: publishing %d bench instances on link 2" % len(site.services))
-        sitemod.start_responder(lab_, site)
+        if want - {"links"}:
+            log("lab: starting namespaces, dbus, avahi-daemons")
+            lab_.start(with_proxy=False)
+            log("lab: publishing %d bench instances on link 2" % len(site.services))
+            sitemod.start_responder(lab_, site)
         if main_rows:
             run.main = Proxy(lab_, binary, MAIN_PORT, "proxy").start()
             report.meta["main_proxy_idle_rss_kib"] = probes.rss_kib(run.main.pid)
@@ -154,6 +158,9 @@ def main(argv):
         if "memory" in want:
             log("d. memory")
             phases.memory(run)
+        lab_.stop()   # the links row has a lab of its own (campus_lab.py): a quiet machine for it
+        if "links" in want:
+            linksrow.run(report, binary, log, smoke=args.smoke, links=args.links)
         report.meta["seconds"] = round(time.monotonic() - started, 1)
         report.meta["load_at_end"] = os.getloadavg()
     except BaseException:

@@ -53,9 +53,9 @@ def parse(text):
 
 
 def run(port, datafile, seconds, mode="udp", clients=1, outstanding=100, qps=None,
-        verbose=False, server="127.0.0.1", cpu=None):
+        verbose=False, server="127.0.0.1", cpu=None, ns=None):
     """One dnsperf run against server:port; returns parse() plus the settings used. `cpu`
-    pins dnsperf to that CPU (taskset). Its report goes to a file, not a pipe: with -v it
+    pins dnsperf to that CPU (taskset); `ns` is its namespace (default the lab's router). Its report goes to a file, not a pipe: with -v it
     writes a line per answer, and a pipe the reader drains late stalls its receive thread,
     which would be counted as the server's latency."""
     cmd = ["dnsperf", "-s", server, "-p", str(port), "-d", datafile, "-B", "-m", mode,
@@ -67,7 +67,7 @@ def run(port, datafile, seconds, mode="udp", clients=1, outstanding=100, qps=Non
     if cpu is not None:
         cmd = ["taskset", "-c", str(cpu)] + cmd
     with tempfile.TemporaryFile("w+") as out:
-        p = subprocess.run(["ip", "netns", "exec", lab.NS_R] + cmd, stdout=out, stderr=subprocess.STDOUT,
+        p = subprocess.run(["ip", "netns", "exec", ns or lab.NS_R] + cmd, stdout=out, stderr=subprocess.STDOUT,
                            timeout=seconds + 60)
         out.seek(0)
         text = out.read()
