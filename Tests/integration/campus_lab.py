@@ -34,14 +34,12 @@ Manual use: `python3 campus_lab.py up N` (Enter tears down), `python3 campus_lab
 
 from __future__ import annotations
 
-import atexit
 import os
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -196,11 +194,7 @@ class CampusLab(L.Lab):
                 line, self.log_text("responder-cf")))
 
     def start(self, with_proxy=False):
-        cleanup_stale()
-        atexit.register(self.stop)
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, lambda *_a: sys.exit(143))
-        try:
+        with self.starting(cleanup_stale):
             t0 = time.monotonic()
             self._topology()
             self.topology_s = time.monotonic() - t0
@@ -211,20 +205,13 @@ class CampusLab(L.Lab):
             self.up = True
             if with_proxy:
                 self.start_proxy()
-        except BaseException:
-            self.dump_logs()
-            self.stop()
-            raise
         return self
 
     def stop(self):
         for name in list(self.procs)[::-1]:
             self.stop_proc(name)
         cleanup_stale()
-        self.up = False
-        if os.environ.get("DPT_KEEP_LOGS") is None:
-            import shutil
-            shutil.rmtree(self.dir, ignore_errors=True)
+        self.stopped()
 
     # ---- proxy -----------------------------------------------------------------
     def proxy_config(self, links, port, extra=""):

@@ -703,13 +703,31 @@ class Lab:
         self.proxy = None
 
     # ---- whole lab -----------------------------------------------------------
-    def start(self, with_proxy=True):
-        cleanup_stale()
+    @contextlib.contextmanager
+    def starting(self, cleanup=None):
+        """Around a lab's start: stale namespaces removed (`cleanup`, default this lab's),
+        teardown at exit and on SIGTERM, and on any failure the logs dumped and everything
+        stopped before the error goes on."""
+        (cleanup or cleanup_stale)()
         atexit.register(self.stop)
         if threading.current_thread() is threading.main_thread():
             # SIGTERM (e.g. a CI timeout) must still run the teardown
             signal.signal(signal.SIGTERM, lambda *_a: sys.exit(143))
         try:
+            yield
+        except BaseException:
+            self.dump_logs()
+            self.stop()
+            raise
+
+    def stopped(self):
+        """The end of a lab's stop: down, and its directory gone unless DPT_KEEP_LOGS."""
+        self.up = False
+        if os.environ.get("DPT_KEEP_LOGS") is None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def start(self, with_proxy=True):
+        with self.starting():
             self._netns()
             self.capture = MdnsCapture(os.path.join(self.dir, "mdns.pcap"))
             self.capture.start(self)
@@ -726,10 +744,6 @@ class Lab:
             self.up = True
             if with_proxy:
                 self.start_proxy()
-        except BaseException:
-            self.dump_logs()
-            self.stop()
-            raise
         return self
 
     def dump_logs(self, names=None, out=sys.stderr, tail=200):
@@ -748,9 +762,7 @@ class Lab:
                 for p in run(["ip", "netns", "pids", ns], check=False).stdout.split():
                     kill_pid(int(p), signal.SIGKILL)
                 run(["ip", "netns", "del", ns], check=False)
-        self.up = False
-        if os.environ.get("DPT_KEEP_LOGS") is None:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        self.stopped()
 
 
 def main(argv):
