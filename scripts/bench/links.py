@@ -191,8 +191,11 @@ def run(report, binary, log, smoke=False, links=None):
             % (n, ref["startup_s"]))
         row(SECTION, "proxy RSS, %d links" % n, main["rss_kib"] / 1024.0, "MiB",
             note="idle, 2 s after start-up; 1-link reference %.1f MiB" % (ref["rss_kib"] / 1024.0))
-        row(SECTION, "RSS per configured link", per_link / 1024.0, "KiB", target="<= 64 KiB",
-            ok=per_link <= 64 * 1024, note="(RSS %d links - RSS 1 link) / %d" % (n, n - 1))
+        # Judged from 50 links up: with a few, allocator noise (~0.5 MiB) outweighs the links.
+        judged = n >= 50
+        row(SECTION, "RSS per configured link", per_link / 1024.0, "KiB", target="<= 64 KiB" if judged else "",
+            ok=per_link <= 64 * 1024 if judged else None,
+            note="(RSS %d links - RSS 1 link) / %d%s" % (n, n - 1, "" if judged else "; not judged below 50 links"))
         row(SECTION, "cold browse p50, link %d" % first, c_first, "ms",
             note="%d fresh types, %d empty; 1-link reference %.1f ms (%d empty)" % (
                 len(main["cold"][first]), f_fail, c_ref or 0, r_fail))
