@@ -264,7 +264,8 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
         }
     }
 
-    private static func interfaceIndex(_ name: String) -> Int32? {
+    /// The kernel's index of interface `name`, as avahi takes it; nil when there is none.
+    static func interfaceIndex(_ name: String) -> Int32? {
         let index = if_nametoindex(name)
         return index == 0 ? nil : Int32(exactly: index)
     }

@@ -2,12 +2,6 @@ import DNSWire
 import Logging
 internal import CAvahiClient
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 /// `MDNSPublisher` on avahi-daemon: a client connection of its own, one entry group per
 /// interface, on a threaded poll of its own. Publishing is rare and small; keeping it apart
 /// from `AvahiBackend` leaves the browsers' pool and its reconnect logic as they are.
@@ -74,8 +68,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             guard !self.isShutDown else { return false }
             self.isShutDown = true
             let withdrawn = self.groups.keys.sorted()
-            for group in self.groups.values { group.free() }
-            self.groups = [:]
+            self.dropGroups()
             if let timer = self.timer { cavahi_timeout_free(self.pollAPI, timer) }
             self.timer = nil
             // Freeing the client frees its groups on the daemon, which sends the goodbyes.
@@ -157,7 +150,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         var retry = false
         for (interface, records) in self.wanted.sorted(by: { $0.key < $1.key }) {
             if let group = self.groups[interface], group.records == records, !group.failed,
-                group.index == if_nametoindex(interface)
+                group.index == AvahiBackend.interfaceIndex(interface)
             {
                 continue  // as published; a re-created interface (new index) is published again
             }
@@ -168,8 +161,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
 
     /// Publishes `records` on `interface` in a fresh (or reset) group; false when it must be retried.
     private func commit(_ records: [MDNSRecord], on interface: String, client: OpaquePointer) -> Bool {
-        let index = if_nametoindex(interface)
-        guard index != 0 else {
+        guard let index = AvahiBackend.interfaceIndex(interface) else {
             self.groups[interface]?.free()
             self.groups[interface] = nil
             self.note(interface, "no such network interface; retrying")
@@ -195,7 +187,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             let error = name.withCString { text in
                 record.rdata.withUnsafeBytes { rdata in
                     avahi_entry_group_add_record(
-                        group.pointer, Int32(index), AvahiProtocol(AVAHI_PROTO_UNSPEC), AvahiPublishFlags(0), text,
+                        group.pointer, index, AvahiProtocol(AVAHI_PROTO_UNSPEC), AvahiPublishFlags(0), text,
                         record.rrClass.rawValue, record.type.rawValue, self.ttl, rdata.baseAddress, rdata.count)
                 }
             }
@@ -283,7 +275,7 @@ private final class PublishedGroup {
     /// What the daemon was last given to publish in it.
     var records: [MDNSRecord]?
     /// The interface index the records were published on.
-    var index: UInt32 = 0
+    var index: Int32?
     var failed = false
 
     init(publisher: AvahiPublisher, interface: String) {

@@ -69,15 +69,18 @@ extension AppConfiguration {
     /// Room for the links, avahi's other interfaces and growth: the next multiple of 256 above twice as many.
     static func groupLimitAdvice(_ interfaces: Int) -> Int { (interfaces * 2 / 256 + 1) * 256 }
 
+    /// The error for an interface this host does not have, listing those it has.
+    static func unknownInterface(_ name: String, key: String, interfaces: InterfaceTable) -> ConfigError? {
+        guard !interfaces.exists(name) else { return nil }
+        let known = interfaces.prefixes.keys.sorted().joined(separator: ", ")
+        return ConfigError(key: key, value: name, reason: "no such network interface (this host has: \(known))")
+    }
+
     func validateAdvertisement(interfaces: InterfaceTable) -> [ConfigError] {
         var errors: [ConfigError] = []
         for (index, interface) in advertiseBrowseDomains.enumerated() {
             let key = "advertise-browse-domains[\(index)]"
-            if !interfaces.exists(interface) {
-                let known = interfaces.prefixes.keys.sorted().joined(separator: ", ")
-                errors.append(ConfigError(key: key, value: interface,
-                    reason: "no such network interface (this host has: \(known))"))
-            }
+            if let error = Self.unknownInterface(interface, key: key, interfaces: interfaces) { errors.append(error) }
             if advertiseBrowseDomains[..<index].contains(interface) {
                 errors.append(ConfigError(key: key, value: interface, reason: "listed twice"))
             }
@@ -123,10 +126,8 @@ extension AppConfiguration {
         if links.isEmpty { errors.append(Self.noLinks) }
         for (index, link) in links.enumerated() {
             let key = entry(index)
-            if !interfaces.exists(link.interface) {
-                let known = interfaces.prefixes.keys.sorted().joined(separator: ", ")
-                errors.append(ConfigError(key: key + ".interface", value: link.interface,
-                    reason: "no such network interface (this host has: \(known))"))
+            if let error = Self.unknownInterface(link.interface, key: key + ".interface", interfaces: interfaces) {
+                errors.append(error)
             }
             if link.domain.isRoot {
                 errors.append(ConfigError(key: key + ".domain", value: "\(link.domain)", reason: "the root cannot be a link zone"))
