@@ -79,9 +79,7 @@ class AvahiClient:
         self.lab.spawn_dbus(self.ns, self.name + "-dbus", self.dbus_addr)
         self.lab.spawn_avahi(self.ns, self.name, self.config_text(), dbus_addr=self.dbus_addr,
                              debug=True)
-        L.wait_for(lambda: self.lab.check_alive(self.name) is None and self.run_tool(
-                       ["avahi-browse", "-p", "-t", "-k", "_none._tcp"], timeout=10).returncode == 0,
-                   timeout, interval=0.5, what="avahi-daemon in %s on D-Bus" % self.ns)
+        self.lab.wait_avahi_on_bus(self.ns, self.name, self.dbus_addr, timeout)
         return self
 
     def stop(self):

@@ -157,11 +157,7 @@ class CampusLab(L.Lab):
         return "\n".join(lines)
 
     def _wait_avahi_bus(self, timeout=30):
-        env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.dbus_addr)
-        L.wait_for(lambda: self.check_alive("avahi-cr") is None and L.nsrun(
-                       NS_CR, ["avahi-browse", "-p", "-t", "-k", "_none._tcp"],
-                       check=False, env=env, timeout=10).returncode == 0,
-                   timeout, interval=0.5, what="avahi-daemon in %s on D-Bus" % NS_CR)
+        self.wait_avahi_on_bus(NS_CR, "avahi-cr", self.dbus_addr, timeout)
 
     def restart_avahi(self, igmp_max_memberships):
         """Restart the router's avahi-daemon with the sysctl at `igmp_max_memberships` (it

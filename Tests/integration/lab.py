@@ -529,6 +529,15 @@ class Lab:
         env = {"DBUS_SYSTEM_BUS_ADDRESS": dbus_addr} if dbus_addr else None
         return self.spawn(ns, ["sh", "-c", script], name, env_extra=env)
 
+    def wait_avahi_on_bus(self, ns, name, dbus_addr, timeout=20):
+        """Wait until avahi-daemon process `name` in `ns` answers a browse on the bus
+        `dbus_addr` (it has started and registered on D-Bus); fail at once if it exits."""
+        env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=dbus_addr)
+        wait_for(lambda: self.check_alive(name) is None and nsrun(
+                     ns, ["avahi-browse", "-p", "-t", "-k", "_none._tcp"],
+                     check=False, env=env, timeout=10).returncode == 0,
+                 timeout, interval=0.5, what="avahi-daemon %s in %s on D-Bus" % (name, ns))
+
     def stop_router_avahi(self):
         """SIGTERM the router's avahi-daemon (by its PID) and wait for it to exit."""
         p = self.procs.get("avahi-r")
@@ -539,11 +548,7 @@ class Lab:
     def start_router_avahi(self, timeout=20):
         """Start the router's avahi-daemon exactly as start() does; wait for it on D-Bus."""
         self._avahi(NS_R, "avahi-r", "dpt-router", [R_IF1, R_IF2], True, [])
-        env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.dbus_addr)
-        wait_for(lambda: self.check_alive("avahi-r") is None and nsrun(
-                     NS_R, ["avahi-browse", "-p", "-t", "-k", "_none._tcp"],
-                     check=False, env=env, timeout=10).returncode == 0,
-                 timeout, interval=0.5, what="avahi-daemon in dpt-r on D-Bus")
+        self.wait_avahi_on_bus(NS_R, "avahi-r", self.dbus_addr, timeout)
         return self.procs["avahi-r"].pid
 
     def restart_router_avahi(self, down_seconds=0.0):
@@ -736,10 +741,7 @@ class Lab:
             self._avahi(NS_L1, "avahi-l1", FAR1_HOST, [L1_IF], False, L1_AVAHI_SERVICES)
             self._avahi(NS_L2, "avahi-l2", FAR2_HOST, [L2_IF], False, L2_AVAHI_SERVICES)
             self._responder()
-            env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.dbus_addr)
-            wait_for(lambda: nsrun(NS_R, ["avahi-browse", "-p", "-t", "-k", "_none._tcp"],
-                                   check=False, env=env, timeout=10).returncode == 0,
-                     20, interval=0.5, what="avahi-daemon in dpt-r on D-Bus")
+            self.wait_avahi_on_bus(NS_R, "avahi-r", self.dbus_addr)
             self._wait_far_services()
             self.up = True
             if with_proxy:

@@ -84,20 +84,14 @@ class AdvertiseLab:
         self.start_router_avahi(publish=True)
         self.lab.spawn_avahi(NS_AC, "adv-avahi-c",
                              self.lab._avahi_conf("adv-client", ["dpc-a"], True, publish=False), (), self.dbus_c)
-        self._wait_avahi(NS_AC, self.dbus_c, "adv-avahi-c")
+        self.lab.wait_avahi_on_bus(NS_AC, "adv-avahi-c", self.dbus_c)
 
     def start_router_avahi(self, publish):
         conf = self.lab._avahi_conf("adv-router", ["dpa-c"], True, publish=True)
         if not publish:
             conf = conf.replace("[publish]", "[publish]\ndisable-publishing=yes")
         self.lab.spawn_avahi(NS_AR, "adv-avahi-r", conf, (), self.dbus_r)
-        self._wait_avahi(NS_AR, self.dbus_r, "adv-avahi-r")
-
-    def _wait_avahi(self, ns, dbus, name):
-        env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=dbus)
-        L.wait_for(lambda: self.lab.check_alive(name) is None and L.nsrun(
-            ns, ["avahi-browse", "-p", "-t", "-k", "_none._tcp"], check=False, env=env, timeout=10).returncode == 0,
-            20, interval=0.5, what="%s on D-Bus" % name)
+        self.lab.wait_avahi_on_bus(NS_AR, "adv-avahi-r", self.dbus_r)
 
     def start_proxy(self, extra):
         path = _config(self.lab, extra)
