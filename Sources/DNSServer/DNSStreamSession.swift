@@ -53,9 +53,14 @@ public final class DNSStreamConnection: Sendable {
             dso.sessionClose(abort: abort, context: context)
         }
     }
-}
 
-/// DSO is OPCODE 6 (RFC 8490 §5.4), in bits 11–14 of the flags.
-func isDSOMessage(_ message: [UInt8]) -> Bool {
-    message.count >= 12 && (message[2] >> 3) & 0x0F == 6
+    /// After a Retry Delay (RFC 8490 §6.6.1): nothing more is read or written; the client has
+    /// `grace` to close the connection, after which it is reset.
+    public func awaitClose(within grace: Duration) {
+        let handler = self.handler
+        eventLoop.execute {
+            let (dso, context) = handler.value
+            dso.sessionAwaitClose(within: TimeAmount(grace), context: context)
+        }
+    }
 }

@@ -112,6 +112,23 @@ final class DSOSessionHandler: ChannelInboundHandler {
     func sessionClose(abort: Bool, context: ChannelHandlerContext) {
         guard !self.closing else { return }
         self.closing = true
+        self.close(abort: abort, context: context)
+    }
+
+    /// The client was told to go away (a Retry Delay): it closes the connection itself, or
+    /// after `grace` it is reset (RFC 8490 §6.6.1). Its own close ends the channel as usual.
+    func sessionAwaitClose(within grace: TimeAmount, context: ChannelHandlerContext) {
+        guard !self.closing else { return }
+        self.closing = true
+        self.flushIfNeeded(context: context)
+        context.eventLoop.assumeIsolated().scheduleTask(in: grace) {
+            // Still in the pipeline while the channel is active.
+            guard context.channel.isActive else { return }
+            self.close(abort: true, context: context)
+        }
+    }
+
+    private func close(abort: Bool, context: ChannelHandlerContext) {
         self.flushIfNeeded(context: context)
         if abort {
             // RST rather than FIN (RFC 8490 §5.3); only what is already flushed goes out.

@@ -20,6 +20,8 @@ public struct RRType: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let rrsig = RRType(46)
     public static let nsec = RRType(47)
     public static let nsec3 = RRType(50)
+    public static let ixfr = RRType(251)
+    public static let axfr = RRType(252)
     public static let any = RRType(255)
 
     public var description: String {
@@ -40,6 +42,8 @@ public struct RRType: RawRepresentable, Hashable, Sendable, CustomStringConverti
         case .rrsig: return "RRSIG"
         case .nsec: return "NSEC"
         case .nsec3: return "NSEC3"
+        case .ixfr: return "IXFR"
+        case .axfr: return "AXFR"
         case .any: return "ANY"
         default: return "TYPE\(rawValue)"
         }

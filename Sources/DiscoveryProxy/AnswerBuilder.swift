@@ -64,13 +64,16 @@ struct AnswerBuilder: Sendable {
     }
 
     /// The skeleton of a reply: ID, opcode, RD and CD echoed, the question, AA (we are
-    /// authoritative for every zone we answer), OPT only when the query had one (RFC 6891 §7).
+    /// authoritative for every zone we answer), OPT only when the query had one (RFC 6891 §7),
+    /// with the query's DO bit copied (RFC 3225 §3); unknown EDNS flags and options are not.
     func reply(to query: Message) -> Message {
         Message(
             id: query.id, isResponse: true, opcode: query.opcode, authoritative: true,
             recursionDesired: query.recursionDesired, checkingDisabled: query.checkingDisabled,
             questions: query.questions,
-            edns: query.edns.map { _ in EDNS(udpPayloadSize: UInt16(clamping: configuration.maxUDPPayload)) })
+            edns: query.edns.map {
+                EDNS(udpPayloadSize: UInt16(clamping: configuration.maxUDPPayload), dnssecOK: $0.dnssecOK)
+            })
     }
 
     func failure(_ query: Message, _ rcode: RCode) -> Message {

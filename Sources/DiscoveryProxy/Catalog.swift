@@ -79,8 +79,28 @@ public struct Catalog: Sendable {
         zones.first { name.isSubdomain(of: $0.origin) }
     }
 
+    // MARK: Who may learn what (RFC 8766 §9.2)
+    // Every way in asks these two: a query (`QueryIntake`) and each DSO message type
+    // (`DiscoveryProxy.subscribe`, `reconfirm`, `PushSession`).
+
+    /// Whether `client` (4 or 16 bytes) passes the client ACL (`allowedClients`); nil, the
+    /// proxy itself, always does.
+    public func admits(_ client: [UInt8]?) -> Bool {
+        guard let client, let allowed = configuration.allowedClients else { return true }
+        return allowed.contains { $0.contains(client) }
+    }
+
+    /// The link whose zone holds `name` when `client` may not see it (`Link.clients`).
+    public func hiddenLink(holding name: DNSName, from client: [UInt8]?) -> Link? {
+        guard hasLinkViews, let link = zone(containing: name)?.link, !link.isVisible(to: client) else { return nil }
+        return link
+    }
+
     public func plan(_ question: Question) -> QueryPlan {
         guard question.qclass == .in || question.qclass == .any else { return .refused }
+        // A zone of mDNS answers has no contents to transfer: refused in one message, at once,
+        // over either transport (RFC 5936 §2.2.1; RFC 1995 for IXFR).
+        if question.type == .axfr || question.type == .ixfr { return .refused }
         if let answers = serverAddresses(question) { return .immediate(zone: configuration.serverName, answers: answers) }
         guard let (origin, link, kind) = zone(containing: question.name) else { return .refused }
         let isReverse = kind == .reverse

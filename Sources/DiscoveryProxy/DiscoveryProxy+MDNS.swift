@@ -48,21 +48,26 @@ extension DiscoveryProxy {
         let key = question
         let generation = tag
         let now = scheduler.now()
+        let configuration = self.configuration
         let window = configuration.collectionWindow
+        var pending = false
         let (reception, pushes) = state.withLock { state -> (BrowseTable.Reception, [PushDelivery]) in
             let reception = state.table.receive(event, for: key, generation: generation, now: now, collectionWindow: window)
             if reception.invalidates { invalidateReplays() }
-            var pushes = reception.cleared ? state.subscriptions.changes(clearing: key) : []
-            for change in reception.changes {
-                switch change {
-                case .added(let record): pushes += state.subscriptions.changes(for: key, adding: record)
-                case .removed(let record): pushes += state.subscriptions.changes(for: key, removing: record)
-                }
+            var pushes: [PushDelivery] = []
+            if reception.cleared {
+                pushes = state.subscriptions.changes(clearing: key)
+                state.subscriptions.forgetWithheld(key)
             }
+            guard !reception.changes.isEmpty, state.subscriptions.count > 0 else { return (reception, pushes) }
+            pushes += state.subscriptions.changes(
+                after: reception.changes, of: key, in: state.table, now: now, enabled: configuration.suppressLinkLocal,
+                pending: &pending)
             return (reception, pushes)
         }
         if let after = reception.firstResultAfter { metrics.firstResult(after: after) }
         deliver(pushes)
+        if pending { scheduleTargetRecheck(key.interface) }
         if case .failed(let why) = event {
             logger.debug("mDNS query failed", metadata: ["mdns.question": "\(key)", "mdns.error": "\(why)"])
         }

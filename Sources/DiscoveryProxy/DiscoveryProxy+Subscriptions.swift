@@ -22,9 +22,14 @@ extension DiscoveryProxy {
         _ request: PushSubscribe, session: Int, id: UInt16, client: [UInt8]? = nil, sink: any PushSink
     ) -> SubscribeOutcome {
         let catalog = self.catalog
-        guard let zone = catalog.zone(containing: request.name) else { return .notAuthoritative }
-        guard zone.link.isVisible(to: client) else {
-            metrics.linkRefused(link: zone.link.interface)
+        // The client ACL first: a refused client does not even learn which zones exist.
+        guard catalog.admits(client) else {
+            noteRefused(.client, client: client, asking: "SUBSCRIBE")
+            return .refused
+        }
+        guard catalog.zone(containing: request.name) != nil else { return .notAuthoritative }
+        if let hidden = catalog.hiddenLink(holding: request.name, from: client) {
+            noteRefused(.link(hidden.interface), client: client, asking: "SUBSCRIBE")
             return .refused
         }
         let question = Question(name: request.name, type: request.type, qclass: request.rrClass)
@@ -46,7 +51,7 @@ extension DiscoveryProxy {
             // (RFC 8765 §6.2) rides on the browses of the DNS-SD types at that name.
             let types = plan.type == .any ? Self.anyTypes : [plan.type]
             let subscriber = Subscriber(
-                session: session, id: id, owner: request.name, type: request.type,
+                session: session, id: id, owner: request.name, type: request.type, client: client,
                 presentation: ZonePresentation(
                     link: plan.link, suppressLinkLocal: configuration.suppressLinkLocal,
                     hidesPrivateAddresses: configuration.privateRealms.hidesPrivateAddresses(of: plan.link, from: client)),
@@ -65,16 +70,42 @@ extension DiscoveryProxy {
     /// The record types a TYPE ANY subscription follows.
     static let anyTypes: [RRType] = [.ptr, .srv, .txt, .a, .aaaa]
 
-    /// Adds a subscriber to a browse (starting it if needed); returns what it knows now.
+    /// Adds a subscriber to a browse (starting it if needed); returns what it knows now and
+    /// may use (§5.5.2, `SubscriptionTable+UsableTargets`).
     private func join(_ key: BrowseKey, _ subscriber: Subscriber) -> [PushChange] {
         let now = scheduler.now()
         let configuration = self.configuration
-        let (records, start) = state.withLock { state in
+        var pending = false
+        let (initial, start) = state.withLock { state in
+            let (records, start) = state.table.subscribe(key, now: now, configuration: configuration)
+            var subscriber = subscriber
+            let initial = SubscriptionTable.initial(
+                for: &subscriber, records: records, key: key, in: state.table, now: now,
+                enabled: configuration.suppressLinkLocal, pending: &pending)
             state.subscriptions.add(subscriber, to: key)
-            return state.table.subscribe(key, now: now, configuration: configuration)
+            return (initial, start)
         }
         if let start { begin(start) }
-        return records.compactMap { subscriber.change(for: $0, adding: true) }
+        if pending { scheduleTargetRecheck(key.interface) }
+        return initial
+    }
+
+    /// Re-evaluates the link's subscriptions once the pending address browses have had their
+    /// full mDNS window (§5.5.2: a target is unusable only once its addresses are all known).
+    func scheduleTargetRecheck(_ interface: String) {
+        guard state.withLock({ $0.targetRechecks.insert(interface).inserted }) else { return }
+        scheduler.schedule(after: Self.mdnsWindow) { [weak self] in self?.recheckTargets(interface) }
+    }
+
+    private func recheckTargets(_ interface: String) {
+        let now = scheduler.now()
+        var pending = false
+        let pushes = state.withLock { state in
+            state.targetRechecks.remove(interface)
+            return state.subscriptions.recheck(interface, in: state.table, now: now, pending: &pending)
+        }
+        deliver(pushes)
+        if pending { scheduleTargetRecheck(interface) }
     }
 
     /// Leaves the browse; once nobody subscribes it is released by the idle sweep.
@@ -89,7 +120,14 @@ extension DiscoveryProxy {
     /// RECONFIRM (§6.5): a record the browse still holds is handed to mDNS to verify (its
     /// removal, if mDNS finds it gone, reaches every subscriber as usual). A record the proxy
     /// does not hold is already gone: every subscriber of that browse gets its removal now.
-    func reconfirm(_ request: PushReconfirm) {
+    /// From a client the ACL refuses, or about a link it may not see, it is ignored (there is
+    /// no response to refuse with) and counted as a refusal: no mDNS traffic, no removal.
+    func reconfirm(_ request: PushReconfirm, client: [UInt8]? = nil) {
+        let catalog = self.catalog
+        guard catalog.admits(client) else { return noteRefused(.client, client: client, asking: "RECONFIRM") }
+        if let hidden = catalog.hiddenLink(holding: request.name, from: client) {
+            return noteRefused(.link(hidden.interface), client: client, asking: "RECONFIRM")
+        }
         guard case .mdns(let plan) = catalog.plan(Question(name: request.name, type: request.type, qclass: request.rrClass)),
             let rdata = try? RData(type: request.type, wire: request.rdata)
         else { return }
@@ -120,6 +158,25 @@ extension DiscoveryProxy {
         case .removed(let deliveries):
             logger.debug("RECONFIRM: record not held, removal pushed", metadata: ["mdns.question": "\(key)"])
             deliver(deliveries)
+        }
+    }
+
+    /// After a reload: the sessions holding a subscription their client may no longer have
+    /// (the ACL or a link's view changed, or the zone is gone) are told to go away
+    /// (`PushSink.revoke`); reconnecting, they are asked again.
+    func revokeSubscriptions(_ catalog: Catalog) {
+        let revoked = state.withLock { state in
+            state.subscriptions.all.filter { subscriber in
+                !catalog.admits(subscriber.client) || catalog.zone(containing: subscriber.owner) == nil
+                    || catalog.hiddenLink(holding: subscriber.owner, from: subscriber.client) != nil
+            }
+        }
+        var seen = Set<ObjectIdentifier>()
+        for subscriber in revoked where seen.insert(ObjectIdentifier(subscriber.sink)).inserted {
+            logger.info(
+                "DNS Push session revoked: the new configuration hides a subscription",
+                metadata: ["dso.session": "\(subscriber.session)", "dns.qname": "\(subscriber.owner)"])
+            subscriber.sink.revoke()
         }
     }
 

@@ -45,6 +45,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         /// The last inventory of each link, and when it was taken (`takeInventory`).
         var inventory: [String: (LinkInventory, at: Duration)] = [:]
         var inventoryTimer: (any ProxyTimer)?
+        /// Links whose Push subscriptions wait for address browses to settle (§5.5.2).
+        var targetRechecks: Set<String> = []
     }
 
     /// `metricsFactory`: where the proxy's instruments go (`ProxyMetrics`); the executable's
@@ -101,6 +103,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         }
         if inventoryWasOff { scheduleFirstInventory() }
         invalidateReplays()  // the zones, filters or ACL may have changed
+        revokeSubscriptions(catalog)
         let answers = AnswerBuilder(configuration: configuration)
         for browse in dropped {
             browse.handle?.cancel()
@@ -187,13 +190,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             if !isDSO { metrics.malformed() }
             output.finish(reply, context, cache: "error")
         case .clientRefused(let reply):
-            state.withLock {
-                $0.stats.refused += 1
-                $0.stats.aclRefused += 1
-            }
-            metrics.aclRefused()
-            metrics.refused()
-            if let client { logger.debug("client not allowed", metadata: ["dns.client": "\(IPPrefix.format(client))"]) }
+            noteRefused(.client, client: client, asking: "query")
             // Not replayable: each refusal is counted and logged as an ACL event.
             output.finish(reply, context, cache: "immediate")
         case .protocolFailure(let reply, let rcode):
@@ -206,14 +203,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             logger.debug("refused", metadata: ["dns.qname": "\(reply.questions[0].name)"])
             output.finish(reply, context, cache: "immediate", replay: .refused)
         case .linkRefused(let reply, let link):
-            count(\.refused)
-            metrics.refused()
-            metrics.linkRefused(link: link)
-            if let client {
-                logger.debug(
-                    "client may not see this link",
-                    metadata: ["dns.client": "\(IPPrefix.format(client))", "proxy.link": "\(link)"])
-            }
+            noteRefused(.link(link), client: client, asking: "query")
             output.finish(reply, context, cache: "immediate", replay: .refused)
         case .immediate(let reply):
             count(\.immediate)
@@ -344,6 +334,34 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     /// which a query has been sent three times (RFC 6762 §5.2). A negative answer before
     /// then (`negativeTimeout` is shorter by default) is cached for `provisionalTTL` only.
     static let mdnsWindow: Duration = .seconds(6)
+
+    /// Why a client was turned away: the client ACL, or a link's view (`Link.clients`).
+    enum Refusal {
+        case client
+        case link(String)
+    }
+
+    /// Counts and logs a refusal the same way whichever way the client came in (`asking`: a
+    /// query, or the DSO message type), so `dns_acl_refused_total` and
+    /// `dns_link_refused_total` cover DNS Push too.
+    func noteRefused(_ refusal: Refusal, client: [UInt8]?, asking: String) {
+        state.withLock { state in
+            state.stats.refused += 1
+            if case .client = refusal { state.stats.aclRefused += 1 }
+        }
+        metrics.refused()
+        var metadata: Logger.Metadata = ["dns.request": "\(asking)"]
+        if let client { metadata["dns.client"] = "\(IPPrefix.format(client))" }
+        switch refusal {
+        case .client:
+            metrics.aclRefused()
+            logger.debug("client not allowed", metadata: metadata)
+        case .link(let link):
+            metrics.linkRefused(link: link)
+            metadata["proxy.link"] = "\(link)"
+            logger.debug("client may not see this link", metadata: metadata)
+        }
+    }
 
     func count(_ counter: WritableKeyPath<ProxyStats, Int>) {
         state.withLock { $0.stats[keyPath: counter] += 1 }

@@ -38,6 +38,11 @@ public struct IPPrefix: Hashable, Sendable, CustomStringConvertible {
 
     public var isLinkLocal: Bool { IPPrefix.isLinkLocal(address) }
 
+    /// 127.0.0.0/8 and ::1: this host.
+    public static let loopback = [IPPrefix("127.0.0.0/8")!, IPPrefix("::1/128")!]
+
+    public static func isLoopback(_ address: [UInt8]) -> Bool { loopback.contains { $0.contains(address) } }
+
     /// The reverse-mapping zone that covers this prefix, rounded out to an octet (IPv4) or
     /// nibble (IPv6) boundary: 192.0.2.0/24 → `2.0.192.in-addr.arpa.` (RFC 8766 §5.4).
     public var reverseZone: DNSName {

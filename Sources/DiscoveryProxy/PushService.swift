@@ -93,6 +93,9 @@ public enum PushSessionEnd: String, Sendable, CaseIterable {
     case protocolError = "protocol_error"
     /// Refused at the session limit, with a Retry Delay.
     case limit
+    /// The client ACL refused the client, or a reload hid one of its subscriptions (a view),
+    /// with a Retry Delay.
+    case refused
     /// Server shutdown (Retry Delay sent first).
     case shutdown
 }

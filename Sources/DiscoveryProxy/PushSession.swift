@@ -9,6 +9,9 @@ public protocol PushTransport: Sendable {
     func send(_ message: [UInt8])
     /// `abort`: reset the connection (RFC 8490 §5.3 fatal error) instead of closing it.
     func close(abort: Bool)
+    /// The client was sent a Retry Delay: send nothing more, read nothing more, and reset
+    /// the connection unless the client has closed it within `grace` (RFC 8490 §6.6.1).
+    func awaitClose(within grace: Duration)
 }
 
 /// One DSO session (RFC 8490) carrying DNS Push subscriptions (RFC 8765), as a state machine
@@ -118,17 +121,34 @@ public final class PushSession: PushSink, Sendable {
     }
 
     /// Server shutdown: an established session is told to go away with a unidirectional Retry
-    /// Delay (§7.2, RCODE NOERROR), then closed.
+    /// Delay (§7.2, RCODE NOERROR) and given time to close; any other is closed.
     public func shutdown() {
+        goAway(.shutdown, rcode: .noError, retryDelay: .retryDelay(milliseconds: Self.milliseconds(configuration.busyRetryDelay)))
+    }
+
+    /// A reload took away what the client subscribed to (`PushSink.revoke`): a unidirectional
+    /// Retry Delay with REFUSED; reconnecting, the client is asked again.
+    func revoke() {
+        goAway(.refused, rcode: .refused, retryDelay: Self.retryDelay(for: .refused))
+    }
+
+    /// An established session gets a unidirectional Retry Delay (§7.2), then `leave`; one not
+    /// yet established, to which no DSO message may be sent (§5.1), is closed.
+    private func goAway(_ reason: PushSessionEnd, rcode: RCode, retryDelay: DSOTLV) {
         let established = state.withLock { state -> Bool in
             guard state.phase == .established else { return false }
-            let message = DSOMessage(
-                id: 0, tlvs: [.retryDelay(milliseconds: Self.milliseconds(configuration.busyRetryDelay))])
+            let message = DSOMessage(id: 0, rcode: rcode, tlvs: [retryDelay])
             transport.send(message.encode())
             return true
         }
-        if established { transport.close(abort: false) }
-        end(.shutdown, close: !established)
+        if established { leave(reason) } else { end(reason, close: true) }
+    }
+
+    /// After a Retry Delay (§6.6.1): the session ends now, and the client has
+    /// `retryDelayGrace` to close the connection before it is reset.
+    private func leave(_ reason: PushSessionEnd) {
+        end(reason)
+        transport.awaitClose(within: PushConfiguration.retryDelayGrace)
     }
 
     /// Returns false when the session is already over.
@@ -145,14 +165,21 @@ public final class PushSession: PushSink, Sendable {
 
     private func receiveRequest(_ message: DSOMessage) {
         let padded = message.additional.contains { $0.type == DSOTLV.paddingType }
+        // The client ACL, asked again on every request (a reload may change it): a client it
+        // refuses holds no session. Its request is refused, counted like a refused query, and
+        // it is told to go away (RFC 8490 §5.1: the session never becomes established).
+        guard service.proxy.catalog.admits(clientAddress) else {
+            service.proxy.noteRefused(.client, client: clientAddress, asking: Self.name(of: message.primary?.type))
+            respond(to: message.id, rcode: .refused, extra: [Self.retryDelay(for: .refused)], padded: padded)
+            return leave(.refused)
+        }
         let phase = state.withLock { $0.phase }
         if phase == .refused {
             // Over the session limit: busy, come back later (§7.2), then close.
             respond(
                 to: message.id, rcode: .refused, extra: [.retryDelay(milliseconds: Self.milliseconds(configuration.busyRetryDelay))],
                 padded: padded)
-            end(.limit, close: true, abort: false)
-            return
+            return leave(.limit)
         }
         if state.withLock({ $0.subscriptions[message.id] != nil }) {
             // The ID of a live SUBSCRIBE stays in use until UNSUBSCRIBE (RFC 8765 §6.2).
@@ -205,7 +232,7 @@ public final class PushSession: PushSink, Sendable {
             guard let request = try? PushReconfirm(tlv: primary), request.type != .any, request.rrClass != .any else {
                 return fail("malformed RECONFIRM")
             }
-            service.proxy.reconfirm(request)
+            service.proxy.reconfirm(request, client: clientAddress)
         default:
             // §5.4.5: an unknown (or misplaced) primary TLV in a unidirectional message: abort.
             fail("unidirectional DSO message with primary TLV \(primary.type)")
@@ -276,6 +303,18 @@ public final class PushSession: PushSink, Sendable {
         default: 300
         }
         return .retryDelay(milliseconds: seconds * 1000)
+    }
+
+    /// A DSO request's primary TLV, for logs.
+    static func name(of type: UInt16?) -> String {
+        switch type {
+        case DSOTLV.keepaliveType: "Keepalive"
+        case DSOTLV.subscribeType: "SUBSCRIBE"
+        case DSOTLV.unsubscribeType: "UNSUBSCRIBE"
+        case DSOTLV.reconfirmType: "RECONFIRM"
+        case let type?: "DSO type \(type)"
+        case nil: "DSO request without TLV"
+        }
     }
 
     // MARK: Output

@@ -58,17 +58,11 @@ struct QueryIntake: Sendable {
         limits.size = Self.answerLimit(for: query, overTCP: overTCP, configuration: catalog.configuration)
         limits.qtype = query.questions.first.map { QueryContext.label(for: $0.type) } ?? "none"
         limits.asksTCPKeepalive = overTCP && query.edns?.asksTCPKeepalive == true
-        if let client, let allowed = catalog.configuration.allowedClients,
-            !allowed.contains(where: { $0.contains(client) })
-        {
-            return (.clientRefused(answers.failure(query, .refused)), limits)
-        }
+        guard catalog.admits(client) else { return (.clientRefused(answers.failure(query, .refused)), limits) }
         if let rcode = Self.protocolFailure(query) {
             return (.protocolFailure(answers.failure(query, rcode), rcode), limits)
         }
-        if catalog.hasLinkViews, let link = catalog.zone(containing: query.questions[0].name)?.link,
-            !link.isVisible(to: client)
-        {
+        if let link = catalog.hiddenLink(holding: query.questions[0].name, from: client) {
             return (.linkRefused(answers.failure(query, .refused), link: link.interface), limits)
         }
         switch catalog.plan(query.questions[0]) {

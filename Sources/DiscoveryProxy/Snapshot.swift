@@ -14,6 +14,9 @@ struct Snapshot: Sendable {
     /// SRV targets whose A and AAAA browses have both had their say (results, or the full
     /// mDNS window): their addresses in `additional` are all there are (`UsableTargets`).
     var settledHosts: Set<DNSName> = []
+    /// Some SRV target's known addresses may all be unusable, but its address browses have
+    /// not settled yet: whether it is usable is still to be decided.
+    var hasPendingTargets = false
 }
 
 extension BrowseTable {
@@ -66,6 +69,7 @@ extension BrowseTable {
                 snapshot.settledHosts.insert(host)
             } else if !addresses.isEmpty && addresses.allSatisfy(Self.mayBeUnusable) {
                 snapshot.isSettled = false
+                snapshot.hasPendingTargets = true
             }
         }
         return snapshot

@@ -5,6 +5,9 @@ import MDNS
 /// proxy's lock, from the mDNS backend's thread.
 protocol PushSink: AnyObject, Sendable {
     func deliver(_ changes: [PushChange], subscription: UInt16)
+    /// The client may no longer have one of its subscriptions (a reload changed the ACL or
+    /// a view): end the session.
+    func revoke()
 }
 
 /// One DNS Push subscription riding on a shared browse.
@@ -15,9 +18,14 @@ struct Subscriber: Sendable {
     /// of a unicast answer), so the client's own spelling comes back.
     var owner: DNSName
     var type: RRType
+    /// The subscriber's address (4 or 16 bytes; nil: the proxy itself), checked again on reload.
+    var client: [UInt8]?
     /// Records are sent as unicast answers give them.
     var presentation: ZonePresentation
     var sink: any PushSink
+    /// RDATA (as it would be sent) of the browse's records held back by the unusable-target
+    /// rule (`SubscriptionTable+UsableTargets`).
+    var withheld: Set<[UInt8]> = []
 
     /// RFC 6762 §10: 120 s for records carrying a host name or address, 75 minutes otherwise.
     /// avahi does not expose the received TTLs, so Push uses these defaults (RFC 8765 §6.3.1
@@ -32,10 +40,18 @@ struct Subscriber: Sendable {
     /// The change this subscriber is told for a cached record, nil when the record is not
     /// shown to clients (suppressed address, filtered service type, undecodable RDATA).
     func change(for record: CachedRecord, adding: Bool) -> PushChange? {
-        guard let rdata = presentation.rdata(of: record), let wire = try? rdata.wireBytes() else { return nil }
+        guard let wire = wire(of: record) else { return nil }
         return adding
             ? .add(owner, record.type, ttl: Self.ttl(for: record.type), rdata: wire)
             : .remove(owner, record.type, rdata: wire)
+    }
+}
+
+extension Subscriber {
+    /// The RDATA this subscriber is sent for `record`; nil when it is not shown.
+    func wire(of record: CachedRecord) -> [UInt8]? {
+        guard let rdata = presentation.rdata(of: record) else { return nil }
+        return try? rdata.wireBytes()
     }
 }
 
@@ -48,7 +64,8 @@ struct PushDelivery: Sendable {
 
 /// Every subscriber, by the browse it listens to. Lives in the proxy's locked state.
 struct SubscriptionTable: Sendable {
-    private(set) var byKey: [BrowseKey: [Subscriber]] = [:]
+    /// Changed only here and in `SubscriptionTable+UsableTargets`.
+    var byKey: [BrowseKey: [Subscriber]] = [:]
     private(set) var count = 0
 
     func isSubscribed(_ key: BrowseKey) -> Bool { byKey[key] != nil }
@@ -70,6 +87,8 @@ struct SubscriptionTable: Sendable {
     }
 
     func subscribers(of key: BrowseKey) -> [Subscriber] { byKey[key] ?? [] }
+
+    var all: [Subscriber] { byKey.values.flatMap { $0 } }
 
     func changes(for key: BrowseKey, adding record: CachedRecord) -> [PushDelivery] {
         subscribers(of: key).compactMap { subscriber in

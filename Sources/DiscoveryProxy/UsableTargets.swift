@@ -32,6 +32,9 @@ struct UsableTargets {
         unusableInstances = Set(services.filter { $0.value.unusable == $0.value.count }.keys)
     }
 
+    /// No host is known to be unusable: every record is shown.
+    var showsEverything: Bool { unusableHosts.isEmpty }
+
     /// Whether `record` is shown: not an SRV to an unusable host, nor a PTR to (or the TXT of)
     /// an instance whose every SRV is.
     func shows(_ record: CachedRecord) -> Bool {

@@ -63,6 +63,12 @@ extension AppConfiguration {
                         + "(allow-clients, links[].clients), or it has no address; nothing is announced there")
             }
         }
+        if push.onTCP, let exposed = listen.first(where: { IPPrefix.parseAddress($0.host).map(IPPrefix.isLoopback) != true }) {
+            warnings.append(
+                "push.on-tcp: DNS Push sessions are accepted in cleartext on \(exposed): anyone on the path can read and "
+                    + "forge them (RFC 8765 §4 has Push run over TLS only); this is a lab and testing setting. Serve Push "
+                    + "with push.listen (--push-listen) and set push.on-tcp: false, or listen on loopback only")
+        }
         return warnings
     }
 
@@ -204,7 +210,7 @@ extension AppConfiguration {
     /// the site).
     public func effectiveAllowedClients(interfaces: InterfaceTable) -> [IPPrefix] {
         if let allowClients { return allowClients }
-        var prefixes = [IPPrefix("127.0.0.0/8")!, IPPrefix("::1/128")!]
+        var prefixes = IPPrefix.loopback
         let links = Set(self.links.map(\.interface))
         for (name, subnets) in interfaces.prefixes.sorted(by: { $0.key < $1.key })
         where links.contains(name) || !interfaces.uplinks.contains(name) {

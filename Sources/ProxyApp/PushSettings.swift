@@ -11,9 +11,10 @@ public struct PushSettings: Sendable, Equatable {
     public var certificateFile: String?
     public var privateKeyFile: String?
     public var stateDirectory = "/var/lib/discovery-proxy"
-    /// Accept DSO sessions on the plain TCP listeners too (RFC 8765 wants TLS; handy on
-    /// trusted networks and for tests).
-    public var onTCP = true
+    /// Accept DSO sessions on the plain TCP listeners too: a lab and testing setting, off by
+    /// default (RFC 8765 §4 runs Push over TLS only). Off, a DSO message there gets NOTIMP
+    /// (RFC 8490 §5.1).
+    public var onTCP = false
     /// A/AAAA of `server-name` in answers; nil means the TLS listen addresses, or this host's
     /// link addresses when those are wildcards.
     public var addresses: [String]?

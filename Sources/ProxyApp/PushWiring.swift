@@ -27,6 +27,7 @@ private struct StreamTransport: PushTransport {
     let connection: DNSStreamConnection
     func send(_ message: [UInt8]) { connection.send(message) }
     func close(abort: Bool) { connection.close(abort: abort) }
+    func awaitClose(within grace: Duration) { connection.awaitClose(within: grace) }
 }
 
 /// The Push session as the front end's stream session.

@@ -68,5 +68,6 @@ struct LinkViewsTests {
 
     final class NullSink: PushSink {
         func deliver(_ changes: [PushChange], subscription: UInt16) {}
+        func revoke() {}
     }
 }

@@ -7,12 +7,15 @@ import Testing
 
 /// Collects what a session sends, as the DNSServer connection would.
 final class FakeTransport: PushTransport {
-    private let box = Mutex<(sent: [[UInt8]], closed: Bool?)>(([], nil))
+    private let box = Mutex<(sent: [[UInt8]], closed: Bool?, grace: Duration?)>(([], nil, nil))
     func send(_ message: [UInt8]) { box.withLock { $0.sent.append(message) } }
     func close(abort: Bool) { box.withLock { $0.closed = abort } }
+    func awaitClose(within grace: Duration) { box.withLock { $0.grace = grace } }
     var messages: [DSOMessage] { box.withLock { $0.sent }.map { try! DSOMessage(wire: $0) } }
     /// nil: open; true: reset; false: closed.
     var closed: Bool? { box.withLock { $0.closed } }
+    /// Set when the session told the client to go away and waits for it to close (§6.6.1).
+    var grace: Duration? { box.withLock { $0.grace } }
     var pushes: [PushChange] {
         messages.filter { $0.primary?.type == DSOTLV.pushType }.flatMap { try! PushNotification(tlv: $0.primary!).changes }
     }
@@ -140,8 +143,10 @@ struct PushSessionTests {
         h.clock.advance(by: .seconds(2))
         #expect(ti.closed == true)
         #expect(tb.closed == nil)
-        h.clock.advance(by: .seconds(100))
-        #expect(tb.closed == true, "2 × 60 s keepalive without traffic")
+        h.clock.advance(by: .seconds(7100))
+        #expect(tb.closed == nil, "RFC 8490 §6.5.2: the keepalive interval is 60 minutes")
+        h.clock.advance(by: .seconds(200))
+        #expect(tb.closed == true, "2 × 60 min keepalive without traffic")
     }
 
     @Test("RECONFIRM: a held record goes to mDNS; one not held is pushed as removed")
@@ -161,7 +166,7 @@ struct PushSessionTests {
         #expect(t.pushes.last == .remove(try DNSName("_ipp._tcp.lab1.example."), .ptr, rdata: ghost))
     }
 
-    @Test("shutdown: established sessions get a unidirectional Retry Delay, then a close")
+    @Test("shutdown: established sessions get a unidirectional Retry Delay and 5 s to close (RFC 8490 §6.6.1)")
     func shutdown() {
         let h = Harness()
         let service = PushService(proxy: h.proxy, logger: Logger(label: "test"))
@@ -170,7 +175,7 @@ struct PushSessionTests {
         service.shutdown()
         #expect(t.messages.last?.isUnidirectional == true)
         #expect(t.messages.last?.primary?.type == DSOTLV.retryDelayType)
-        #expect(t.closed == false)
+        #expect(t.closed == nil && t.grace == .seconds(5), "the client closes; reset only after 5 s")
         #expect(service.sessionCount == 0 && service.subscriptionCount == 0)
         let (late, tl) = open(h, service)
         late.receive(DSOMessage(id: 2, tlvs: [.keepalive(inactivityMilliseconds: 0, keepaliveMilliseconds: 0)]).encode())
@@ -189,7 +194,7 @@ struct PushSessionTests {
         second.receive(DSOMessage(id: 1, tlvs: [.keepalive(inactivityMilliseconds: 0, keepaliveMilliseconds: 0)]).encode())
         #expect(t.messages.last?.rcode == .refused)
         #expect(t.messages.last?.tlvs.first?.type == DSOTLV.retryDelayType)
-        #expect(t.closed == false)
+        #expect(t.closed == nil && t.grace == .seconds(5))
         #expect(service.sessionCount == 1)
     }
 }

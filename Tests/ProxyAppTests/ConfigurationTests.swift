@@ -331,4 +331,21 @@ struct ConfigurationTests {
         #expect(!config.warnings(interfaces: host).contains { $0.contains("igmp_max_memberships") })
         #expect(AppConfiguration.groupLimitAdvice(200) == 512)
     }
+
+    @Test("cleartext DNS Push is off by default; on with a listener other than loopback, a warning names it")
+    func cleartextPush() throws {
+        let router = InterfaceTable(prefixes: ["eth1": [IPPrefix("192.0.2.1/24")!]])
+        var config = AppConfiguration()
+        config.links = [.init(interface: "eth1", domain: try DNSName("lab1.example."))]
+        config.serverName = try DNSName("ns.example.")
+        #expect(config.push.onTCP == false)
+        #expect(config.warnings(interfaces: router).isEmpty)
+        config.push.onTCP = true
+        config.listen = [.init(host: "127.0.0.1", port: 53), .init(host: "::1", port: 53)]
+        #expect(config.warnings(interfaces: router).isEmpty, "loopback only: a lab")
+        config.listen.append(.init(host: "0.0.0.0", port: 53))
+        let warning = try #require(config.warnings(interfaces: router).first)
+        #expect(warning.hasPrefix("push.on-tcp: DNS Push sessions are accepted in cleartext on 0.0.0.0:53"))
+        #expect(warning.contains("RFC 8765 §4") && warning.contains("push.on-tcp: false"))
+    }
 }

@@ -33,7 +33,8 @@ def push(lab):
     state = os.path.join(lab.dir, "push-state")
     config = os.path.join(lab.dir, "push.yaml")
     with open(config, "w") as f:
-        f.write("push:\n  inactivity-timeout: 2\n  max-sessions: %d\n  max-subscriptions-per-session: %d\n"
+        # on-tcp: cleartext DSO on the plain TCP listener too (off by default, a lab setting).
+        f.write("push:\n  on-tcp: true\n  inactivity-timeout: 2\n  max-sessions: %d\n  max-subscriptions-per-session: %d\n"
                 % (MAX_SESSIONS, MAX_SUBS))
     lab.start_proxy(["--config", config, "--push-listen", "%s:%d" % (L.PROXY_ADDR, TLS_PORT),
                      "--state-dir", state], name="push", port=DNS_PORT, v6=False)
@@ -270,7 +271,8 @@ def test_subscription_and_session_limits(push):
 
 
 def test_plain_tcp_dso_and_udp_notimp(push):
-    """DSO also on the plain TCP listener; never over UDP (RFC 8490 §5.1: NOTIMP)."""
+    """DSO also on the plain TCP listener when push.on-tcp is set; never over UDP (RFC 8490
+    §5.1: NOTIMP)."""
     c = Client(DNS_PORT, tls=False)
     try:
         assert c.request(message(3, dso.keepalive_tlv())).rcode == dso.NOERROR
@@ -285,6 +287,21 @@ def test_plain_tcp_dso_and_udp_notimp(push):
     finally:
         s.close()
     assert data[3] & 0xF == dso.NOTIMP
+
+
+def test_cleartext_dso_off_by_default(lab):
+    """RFC 8765 §4: Push runs over TLS. With default settings (the session proxy) a DSO
+    request on the plain TCP listener gets NOTIMP (RFC 8490 §5.1: no session is offered
+    there), and the connection still answers ordinary queries."""
+    from helpers import make_query
+    c = Client(L.PROXY_PORT, tls=False)
+    try:
+        r = c.request(message(3, dso.keepalive_tlv()))
+        assert r.qr and r.id == 3 and r.rcode == dso.NOTIMP and not r.tlvs
+        c.send(make_query(name("_ipp", "_tcp"), T.PTR).to_wire())
+        assert dns.message.from_wire(c.recv().wire).rcode() == dns.rcode.NOERROR
+    finally:
+        c.close()
 
 
 def test_push_service_advertised(push):
@@ -348,7 +365,8 @@ def test_cli_watch_falls_back_when_tls_fails(push):
 
 def test_shutdown_sends_retry_delay(lab, push):
     """RFC 8490 §7.2: on SIGTERM an established session gets a unidirectional Retry Delay
-    (RCODE NOERROR) before the connection closes."""
+    (RCODE NOERROR); §6.6.1: the client then has five seconds to close the connection
+    before the server resets it."""
     lab.start_proxy(["--push-listen", "%s:%d" % (L.PROXY_ADDR, TLS_PORT + 1), "--state-dir", push["state"]],
                     name="push-stop", port=DNS_PORT + 1, v6=False)
     try:
@@ -363,7 +381,8 @@ def test_shutdown_sends_retry_delay(lab, push):
                 if r.id == 0 and not r.qr and r.tlvs and r.tlvs[0][0] == dso.RETRY_DELAY:
                     got = r
             assert got is not None and got.rcode == dso.NOERROR
-            assert c.closed_within(5) is not None
+            waited = c.closed_within(10)
+            assert waited is not None and 3.5 <= waited <= 7, waited
         finally:
             c.close()
     finally:
