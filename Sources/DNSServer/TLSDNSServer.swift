@@ -25,6 +25,10 @@ public final class TLSDNSServer: Service, Sendable {
         public var idleTimeout: Duration = .seconds(10)
         public var maxConnections = 1100
         public var maxConnectionsPerClient = 1100
+        /// On graceful shutdown, how long sessions may take to close: each is sent a Retry
+        /// Delay and has 5 s to close before it is reset (RFC 8490 §6.6.1), plus a second for
+        /// the reset to go out.
+        public var shutdownGracePeriod: Duration = .seconds(6)
 
         public init(listenAddresses: [DNSServerConfiguration.ListenAddress], certificateFile: String, privateKeyFile: String) {
             self.listenAddresses = listenAddresses
@@ -116,8 +120,8 @@ public final class TLSDNSServer: Service, Sendable {
         } onCancel: {
             continuation.finish()
         }
-        // Sessions send their Retry Delay and close (RFC 8490 §6.6.1); a second at most.
-        await stream.drain(grace: Task.isCancelled ? .zero : .seconds(1))
+        // Sessions send their Retry Delay; their clients close, or are reset after 5 s.
+        await stream.drain(grace: Task.isCancelled ? .zero : configuration.shutdownGracePeriod)
     }
 
     private func bind(_ listen: DNSServerConfiguration.ListenAddress, on stream: StreamListener) async throws -> any Channel {
