@@ -80,6 +80,10 @@ public final class TLSDNSServer: Service, Sendable {
             certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
         tls.minimumTLSVersion = .tlsv12
         tls.applicationProtocols = ["dot"]  // RFC 7858 §3.2 ALPN
+        // On close, NIOSSL sends close_notify and waits for the client's before closing the
+        // socket (5 s by default). DNS messages are length-framed, so nothing depends on it, and
+        // an abort (RFC 8490 §5.3, SO_LINGER 0) must reset the connection now, not 5 s later.
+        tls.shutdownTimeout = .milliseconds(100)
         do {
             return try NIOSSLContext(configuration: tls)
         } catch {

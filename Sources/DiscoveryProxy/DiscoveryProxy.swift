@@ -204,7 +204,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             output.finish(reply, context, cache: "immediate", replay: .refused)
         case .linkRefused(let reply, let link):
             noteRefused(.link(link), client: client, asking: "query")
-            output.finish(reply, context, cache: "immediate", replay: .refused)
+            // Not replayable either: each is counted per link and logged, like an ACL refusal.
+            output.finish(reply, context, cache: "immediate")
         case .immediate(let reply):
             count(\.immediate)
             output.finish(reply, context, cache: "immediate", replay: .immediate)

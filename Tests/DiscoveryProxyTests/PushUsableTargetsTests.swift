@@ -38,6 +38,13 @@ struct PushUsableTargetsTests {
         return Watch(h: h, service: service, ptr: ptr, srv: srv)
     }
 
+    /// The target's A and AAAA browses both answer, with link-local addresses only.
+    func linkLocalOnly(_ w: Watch) {
+        w.h.backend.add("prnt.local.", .a, .a([169, 254, 8, 8]))
+        w.h.backend.add("prnt.local.", .aaaa, .aaaa(IPPrefix.parseAddress("fe80::88")!))
+        w.h.clock.advance(by: .milliseconds(20))
+    }
+
     func ptrChange(_ adding: Bool) throws -> PushChange {
         let owner = try DNSName("_ipp._tcp.lab1.example.")
         let rdata = try RData.ptr(try DNSName("x._ipp._tcp.lab1.example.")).wireBytes()
@@ -62,9 +69,7 @@ struct PushUsableTargetsTests {
     @Test("a usable address arriving later brings them back; its leaving hides them again")
     func comesBack() throws {
         let w = try watch()
-        w.h.backend.add("prnt.local.", .a, .a([169, 254, 8, 8]))
-        w.h.backend.add("prnt.local.", .aaaa, .aaaa(IPPrefix.parseAddress("fe80::88")!))
-        w.h.clock.advance(by: .milliseconds(20))
+        linkLocalOnly(w)
         #expect(w.ptr.pushes.last == (try ptrChange(false)))
         w.h.backend.add("prnt.local.", .aaaa, .aaaa(IPPrefix.parseAddress("2001:db8:1::88")!))
         w.h.clock.advance(by: .milliseconds(20))
@@ -92,9 +97,7 @@ struct PushUsableTargetsTests {
     @Test("a subscriber arriving after the target is known unusable is not told about it at all")
     func lateSubscriber() throws {
         let w = try watch()
-        w.h.backend.add("prnt.local.", .a, .a([169, 254, 8, 8]))
-        w.h.backend.add("prnt.local.", .aaaa, .aaaa(IPPrefix.parseAddress("fe80::88")!))
-        w.h.clock.advance(by: .milliseconds(20))
+        linkLocalOnly(w)
         let late = FakeTransport()
         let session = w.service.openSession(client: "late", transport: late)
         session.receive(

@@ -46,6 +46,18 @@ struct ReplayTicketTests {
         #expect(ask(h, "www.example.org.", .a).last?.replay != nil)
     }
 
+    @Test("refusals by the client ACL or a link view carry none: each is counted and logged")
+    func trustRefusalsHaveNone() throws {
+        let h = Harness {
+            $0.allowedClients = [IPPrefix("192.0.2.0/24")!]
+            $0.links[1].clients = [IPPrefix("192.0.2.0/25")!]
+        }
+        let outsider = ask(h, "lab1.example.", .soa, client: [198, 51, 100, 1]).last
+        #expect(outsider?.bytes != nil && outsider?.replay == nil)
+        let hidden = ask(h, "lab2.example.", .soa, client: [192, 0, 2, 200]).last
+        #expect(hidden?.bytes != nil && hidden?.replay == nil)
+    }
+
     @Test("records added or removed, a release and a reload retire tickets", arguments: ["add", "remove", "release", "reload"])
     func changesRetire(change: String) throws {
         let h = warmed()
