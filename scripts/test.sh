@@ -13,7 +13,7 @@ fi
 DEPS=(libldns-dev libavahi-client-dev avahi-daemon avahi-utils dbus dnsutils
       python3-dnspython python3-zeroconf python3-pytest python3-jsonschema iproute2 nftables tcpdump
       pkg-config procps util-linux chromium knot nsd dnsperf
-      unbound bind9 knot-resolver pdns-recursor dnsmasq-base man-db groff-base
+      unbound bind9 knot-resolver pdns-recursor dnsmasq-base man-db groff-base zonemaster-cli dnsviz
       debhelper lintian)
 missing=()
 for p in "${DEPS[@]}"; do

@@ -83,13 +83,22 @@ class Reply:
 
 
 class Client:
-    """One DSO connection to the proxy, over TLS (default) or plain TCP, from inside dpt-r."""
+    """One DSO connection to the proxy, over TLS (default) or plain TCP, from inside dpt-r.
 
-    def __init__(self, port, tls=True, cafile=None, server_hostname=None, timeout=10.0):
-        with L.netns(L.NS_R):
-            raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    `ns`, `host` and `source` connect from another namespace (a client's), to another of the
+    proxy's addresses, from a given source address. Every byte read from the connection is
+    kept in `received` (test_trust.py searches it)."""
+
+    def __init__(self, port, tls=True, cafile=None, server_hostname=None, timeout=10.0,
+                 ns=None, host=None, source=None):
+        host = host or L.PROXY_ADDR
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with L.netns(ns or L.NS_R):
+            raw = socket.socket(family, socket.SOCK_STREAM)
         raw.settimeout(timeout)
-        raw.connect((L.PROXY_ADDR, port))
+        if source:
+            raw.bind((source, 0))
+        raw.connect((host, port))
         if tls:
             ctx = ssl.create_default_context(cafile=cafile) if cafile else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
             if not cafile:
@@ -99,6 +108,7 @@ class Client:
         else:
             self.sock = raw
         self.buf = b""
+        self.received = b""
 
     def close(self):
         try:
@@ -126,6 +136,7 @@ class Client:
             if not data:
                 raise ConnectionError("closed by the server")
             self.buf += data
+            self.received += data
             return
 
     def recv(self, timeout=10.0):
