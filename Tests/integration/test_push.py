@@ -230,6 +230,42 @@ def test_reconfirm_of_unknown_record_pushes_removal(push):
         c.close()
 
 
+def test_unusable_srv_target_withheld_over_push(lab, push):
+    """RFC 8766 §5.5.2 on DNS Push, as on unicast answers (test_browse_resolve.py::
+    test_srv_to_link_local_only_host_left_out): an instance on a host with only link-local
+    addresses is pushed while its addresses are unknown, then removed (PTR and SRV) once the
+    target's A and AAAA browses, which this client subscribes to, have answered."""
+    import json
+    stype = "_llpush%s" % unique("")[-4:]
+    svc = {"name": "LL Push", "type": stype + "._tcp", "port": 631, "txt": ["ll=1"], "host": L.LL_HOST}
+    key = lab.responder_cmd("publish " + json.dumps(svc)).split(" ", 2)[2].strip()
+    browse, inst = name(stype, "_tcp"), name("LL Push", stype, "_tcp")
+    c = tls(push)
+    try:
+        assert subscribe(c, 21, browse, T.PTR).rcode == dso.NOERROR
+        c.push_changes(10, lambda ch: ch[3] != dso.REMOVE_ONE and ch[4] is not None and ch[4].target == inst)
+        assert subscribe(c, 22, inst, T.SRV).rcode == dso.NOERROR
+        c.push_changes(10, lambda ch: ch[1] == T.SRV and ch[3] != dso.REMOVE_ONE)
+        removed = set()
+        for mid, rdtype in ((23, T.A), (24, T.AAAA)):
+            r = c.request(message(mid, subscribe_tlv(name(L.LL_HOST), rdtype)))
+            while not r.qr:  # PUSHes may come before the response
+                removed |= {ch[1] for ch in r.changes() if ch[3] == dso.REMOVE_ONE}
+                r = c.recv()
+            assert r.rcode == dso.NOERROR
+        deadline = time.monotonic() + 10
+        while removed != {T.PTR, T.SRV} and time.monotonic() < deadline:
+            # one PUSH carries the changes of every subscription of the session
+            for ch in c.recv(max(0.1, deadline - time.monotonic())).changes():
+                if ch[3] == dso.REMOVE_ONE:
+                    assert ch[0] in (browse, inst), ch
+                    removed.add(ch[1])
+        assert removed == {T.PTR, T.SRV}
+    finally:
+        c.close()
+        lab.responder_cmd("unpublish " + key)
+
+
 def test_type_any_subscription(push):
     """RFC 8765 §6.2: TYPE 255 means every type at the name: SRV and TXT of an instance."""
     c = tls(push)
