@@ -210,7 +210,7 @@ ROOT_HINTS = """\
 
 KNOT_CONF = """\
 server:
-    listen: {knot}@53
+    listen: [ {listen} ]
     rundir: {d}
 control:
     listen: {d}/knot.sock
@@ -227,13 +227,14 @@ template:
     zonefile-load: whole
     journal-content: none
 zone:
-  - domain: .
-    file: root.zone
-  - domain: example.
-    file: example.zone
-  - domain: in-addr.arpa.
-    file: in-addr.arpa.zone
-"""
+{zones}"""
+
+
+def knot_conf(d, listen, zones):
+    """A knotd configuration in `d`: `listen` addresses (port 53), `zones` {domain: file}."""
+    return KNOT_CONF.format(d=d, listen=", ".join("%s@53" % a for a in listen),
+                            zones="".join("  - domain: %s\n    file: %s\n" % z for z in zones.items()))
+
 
 # --------------------------------------------------------------------------
 # Resolver configurations: defaults, except what the lab needs (said why)
@@ -357,7 +358,8 @@ def start_knot(proclab, ns, d, records, name="knotd", timeout=15):
     (parent_records()); started as proclab's process `name` (a lab.Lab); waits for the SOAs."""
     for zone, (fname, text) in KNOT_ZONES.items():
         write_file(os.path.join(d, fname), fmt(text, d) + "".join(l + "\n" for l in records.get(zone, ())))
-    write_file(os.path.join(d, "knot.conf"), fmt(KNOT_CONF, d))
+    write_file(os.path.join(d, "knot.conf"),
+               knot_conf(d, [KNOT_ADDR], {zone: fname for zone, (fname, _text) in KNOT_ZONES.items()}))
     proclab.spawn(ns, ["knotd", "-c", os.path.join(d, "knot.conf")], name)
 
     def answers():

@@ -21,8 +21,9 @@ unlike Knot) is either absent or listed below with its reason. Reasons are of tw
 "lab" (documentation addresses, one router hence one name server, no real root, no
 mail, ...) and "RFC 8766" (the proxy does what the Discovery Proxy specification says
 where the tool's general advice differs). A proxy bug is never listed: it fails the test.
-Bugs known and being fixed (KNOWN_BUGS) turn the test into an expected failure at run
-time, only when they are the only problem, so the test passes as soon as they are fixed.
+(The first run found two, since fixed: the DO bit was not copied, RFC 3225 §3, and AXFR got
+a lone SOA instead of REFUSED, RFC 5936 §2.2.1; zonemaster's AXFR_AVAILABLE is judged at any
+level for that reason.)
 
 Every tool runs in the client namespace (NS_C), which has no route out of the lab
 (checked before each run), against the lab's knotd as the root: nothing leaves the lab.
@@ -71,15 +72,8 @@ TOOL_TIMEOUT = 150                               # seconds, for one tool run
 REPORT_PATH = os.environ.get("CONFORMANCE_REPORT", "/tmp/conformance-report.md")
 
 # --------------------------------------------------------------------------
-# What is allowed, and why; what is a known bug
+# What is allowed, and why
 # --------------------------------------------------------------------------
-
-# Known proxy bugs, being fixed: a test whose only problems are these is an expected
-# failure at run time (pytest.xfail); once fixed, the same test passes.
-KNOWN_BUGS = {
-    "do": "RFC 3225 §3: the DO bit is not copied into responses",
-    "xfr": "AXFR/IXFR get a single message with just the SOA instead of REFUSED",
-}
 
 LAB_ONE_NS = ("lab: one router, hence one Discovery Proxy and one name server (ns.example.) "
               "for each zone; RFC 8766 §6.2 lists several only when a link has several "
@@ -104,21 +98,16 @@ ZONEMASTER_ALLOWED = {
     "NOT_ENOUGH_IPV6_NS_CHILD": LAB_ONE_NS,
     "EXPIRE_MINIMUM_VALUE_LOWER": LAB_SOA_TIMERS,
 }
-# zonemaster-cli: tag -> key of KNOWN_BUGS
-ZONEMASTER_KNOWN = {
-    # NAMESERVER03 logs it (at NOTICE) when an AXFR reply starts with the SOA
-    "AXFR_AVAILABLE": "xfr",
-}
 # Tags judged at any level: below WARNING, but a proxy that logs them is wrong
-# (RFC 8766 §6.1: zone transfers are undefined for Discovery Proxy zones).
+# (RFC 8766 §6.1: zone transfers are undefined for Discovery Proxy zones; NAMESERVER03 logs
+# AXFR_AVAILABLE at NOTICE when an AXFR reply starts with the SOA).
 # NO_RESPONSE (DEBUG): a query of the run that the proxy left unanswered.
 ZONEMASTER_JUDGED_ANY_LEVEL = {"AXFR_AVAILABLE", "NO_RESPONSE"}
 
 # dnsviz grok: code -> reason (none needed: the lab's zones give no error or warning)
 DNSVIZ_ALLOWED = {}
-# dnsviz grok: code -> key of KNOWN_BUGS (none: dnsviz 0.9 does not check that a reply
-# echoes DO, and does not try AXFR; the EDNS run below covers both)
-DNSVIZ_KNOWN = {}
+# dnsviz 0.9 does not check that a reply echoes DO, and does not try AXFR: the EDNS run
+# below covers both.
 
 # The EDNS run: (test, field) -> reason for answering unlike Knot ("*" = every test)
 CD_COPIED = ("RFC 4035 §3.1.6: the name server side MUST copy the CD bit from a query to its "
@@ -196,17 +185,15 @@ def md_table(header, rows):
 
 
 class Verdicts:
-    """Findings of one tool run, each classified: ("allowed", reason), ("known", bug key)
-    or ("BUG", None); then the outcome of the test."""
+    """Findings of one tool run, each classified: ("allowed", reason) or ("BUG", None);
+    then the outcome of the test."""
 
     def __init__(self, what):
         self.what = what
         self.items = []   # (level, key, detail, kind, note)
 
-    def add(self, level, key, detail, allowed=None, known=None):
-        if known:
-            self.items.append((level, key, detail, "known bug", known))
-        elif allowed:
+    def add(self, level, key, detail, allowed=None):
+        if allowed:
             self.items.append((level, key, detail, "allowed", allowed))
         else:
             self.items.append((level, key, detail, "BUG", ""))
@@ -214,26 +201,17 @@ class Verdicts:
     def bugs(self):
         return [i for i in self.items if i[3] == "BUG"]
 
-    def known(self):
-        return sorted({i[4] for i in self.items if i[3] == "known bug"})
-
     def verdict_text(self, kind, note):
-        if kind == "known bug":
-            return "KNOWN BUG (%s): %s" % (note, KNOWN_BUGS[note])
         if kind == "allowed":
             return "allowed: " + note
         return "**PROXY BUG**"
 
     def conclude(self):
-        """Fail on unlisted findings; xfail when only known bugs remain; else pass."""
+        """Fail on findings that are not allowed; else pass."""
         bugs = self.bugs()
         if bugs:
-            pytest.fail("%s: %d finding(s) neither allowed nor known:\n%s" % (
+            pytest.fail("%s: %d finding(s) not allowed:\n%s" % (
                 self.what, len(bugs), "\n".join("  %s %s: %s" % (lv, k, d) for lv, k, d, _, _ in bugs)))
-        known = self.known()
-        if known:
-            pytest.xfail("%s: only known proxy bugs: %s" % (
-                self.what, "; ".join("%s (%s)" % (KNOWN_BUGS[k], k) for k in known)))
 
 
 # --------------------------------------------------------------------------
@@ -318,29 +296,6 @@ def _recv(s, n):
     return buf
 
 
-KNOT_REF_CONF = """\
-server:
-    listen: [ {addr}@53, {addr6}@53 ]
-    rundir: {d}
-control:
-    listen: {d}/knot.sock
-database:
-    storage: {d}
-log:
-  - target: stderr
-    any: info
-template:
-  - id: default
-    storage: {d}
-    zonefile-sync: -1
-    zonefile-load: whole
-    journal-content: none
-zone:
-  - domain: {zone}
-    file: ref.zone
-"""
-
-
 class Conformance:
     """What the tests share: the resolver lab with the proxy as a site configures it, the
     root hints, the reference Knot, and the proxy's version."""
@@ -387,7 +342,7 @@ class Conformance:
         lines += ["%s PTR %s" % (BULK, t) for t in bulk]
         RL.write_file(os.path.join(d, "ref.zone"), "\n".join(lines) + "\n")
         RL.write_file(os.path.join(d, "knot.conf"),
-                      KNOT_REF_CONF.format(addr=KNOT_REF_ADDR, addr6=KNOT_REF_ADDR6, d=d, zone=REF_ZONE))
+                      RL.knot_conf(d, [KNOT_REF_ADDR, KNOT_REF_ADDR6], {REF_ZONE: "ref.zone"}))
         self.rlab.lab.spawn(RL.NS_C, ["knotd", "-c", os.path.join(d, "knot.conf")], "knotd-ref")
 
         def answers():
@@ -457,7 +412,7 @@ def zm_detail(m):
 def test_zonemaster(conf, zone):
     """zonemaster-cli (every test module, default profile, IPv4 and IPv6) on a proxy zone:
     no WARNING, ERROR or CRITICAL message, nor one of ZONEMASTER_JUDGED_ANY_LEVEL, unless
-    listed in ZONEMASTER_ALLOWED (lab, RFC 8766) or ZONEMASTER_KNOWN (a known proxy bug)."""
+    listed in ZONEMASTER_ALLOWED (lab, RFC 8766)."""
     msgs, secs = run_zonemaster(conf, zone)
     levels = ("CRITICAL", "ERROR", "WARNING", "NOTICE", "INFO", "DEBUG")
     counts = {lv: sum(1 for m in msgs if m.get("level") == lv) for lv in levels}
@@ -467,7 +422,7 @@ def test_zonemaster(conf, zone):
         lv, tag = m.get("level"), m.get("tag")
         if lv not in ("CRITICAL", "ERROR", "WARNING") and tag not in ZONEMASTER_JUDGED_ANY_LEVEL:
             continue
-        v.add(lv, tag, zm_detail(m), allowed=ZONEMASTER_ALLOWED.get(tag), known=ZONEMASTER_KNOWN.get(tag))
+        v.add(lv, tag, zm_detail(m), allowed=ZONEMASTER_ALLOWED.get(tag))
         _, _, _, kind, note = v.items[-1]
         rows.append((lv, tag, zm_detail(m), v.verdict_text(kind, note)))
     notices = sorted({m["tag"] for m in msgs if m.get("level") == "NOTICE"} - ZONEMASTER_JUDGED_ANY_LEVEL)
@@ -521,7 +476,7 @@ def grok_findings(obj, path=()):
 @pytest.mark.parametrize("zone", ZONES)
 def test_dnsviz(conf, zone):
     """dnsviz grok of the probe, for one zone and the names probed in it: no error or
-    warning unless listed in DNSVIZ_ALLOWED (lab) or DNSVIZ_KNOWN (a known proxy bug)."""
+    warning unless listed in DNSVIZ_ALLOWED (lab)."""
     _out, grok, secs, err, printed = dnsviz_probe(conf)
     assert zone in grok, "dnsviz analysed no %s; names: %s" % (zone, list(grok))
     zname = dns.name.from_text(zone)
@@ -536,7 +491,7 @@ def test_dnsviz(conf, zone):
         detail = "%s: %s (servers %s; %s)" % (path, item.get("description", ""),
                                              ",".join(item.get("servers", [])),
                                              ",".join(item.get("query_options", [])))
-        v.add(lv, code, detail, allowed=DNSVIZ_ALLOWED.get(code), known=DNSVIZ_KNOWN.get(code))
+        v.add(lv, code, detail, allowed=DNSVIZ_ALLOWED.get(code))
         _, _, _, kind, note = v.items[-1]
         rows.append((lv, code, detail, v.verdict_text(kind, note)))
     n_err = sum(1 for r in rows if r[0] == "ERROR")
@@ -708,15 +663,6 @@ def expectation_problems(name, spec, f):
     return p
 
 
-def known_bug(name, spec, field, fp, fk):
-    """The KNOWN_BUGS key that explains a proxy/Knot difference or problem, or None."""
-    if field == "do" and spec.get("do") and fp.get("do") is False:
-        return "do"
-    if spec.get("qtype") in (T.AXFR, T.IXFR) and fp.get("rcode") == "NOERROR":
-        return "xfr"   # the symptom: a NOERROR message with the SOA, not a refusal
-    return None
-
-
 def cell(f):
     if f.get("rcode") == "TIMEOUT":
         return "TIMEOUT"
@@ -755,15 +701,13 @@ def compare(v, name, spec, fp, fk):
             continue
         detail = "%s: %s=%s, Knot %s" % (name, field, fp.get(field), fk.get(field))
         allowed = EDNS_ALLOWED.get((name, field)) or EDNS_ALLOWED.get(("*", field))
-        v.add("DIFF", "%s/%s" % (name, field), detail, allowed=allowed,
-              known=known_bug(name, spec, field, fp, fk))
+        v.add("DIFF", "%s/%s" % (name, field), detail, allowed=allowed)
         verdicts.append(v.verdict_text(*v.items[-1][3:]).replace("**", "") + " [%s]" % field)
     for field, text in expectation_problems(name, spec, fp):
         key = "%s/%s" % (name, field)
         if any(it[1] == key for it in v.items):
             continue   # already judged as a difference from Knot
-        v.add("EXPECT", key, "%s: %s" % (name, text), allowed=EDNS_ALLOWED.get((name, field)),
-              known=known_bug(name, spec, field, fp, fk))
+        v.add("EXPECT", key, "%s: %s" % (name, text), allowed=EDNS_ALLOWED.get((name, field)))
         verdicts.append(v.verdict_text(*v.items[-1][3:]).replace("**", "") + " [%s: %s]" % (field, text))
     return verdicts
 
@@ -780,7 +724,7 @@ def ask(addr, spec, wire):
 def test_edns_compliance_vs_knot(conf, family):
     """The EDNS compliance run (EDNS_TESTS, then TYPE_TESTS at the apex) against the proxy
     and the reference Knot, over IPv4 or IPv6: each compared field (COMPARED) is the same,
-    or the difference is listed in EDNS_ALLOWED, or is a known bug; genreport's
+    or the difference is listed in EDNS_ALLOWED; genreport's
     expectations hold on the proxy; apex answers come at once (RFC 8766 §6.3)."""
     proxy, knot = (PROXY, KNOT_REF_ADDR) if family == "ipv4" else (RL.R_V6_C, KNOT_REF_ADDR6)
     conf.warm_bulk()
