@@ -345,6 +345,16 @@ def _log_since(lab, mark):
 # plain DNS: UDP and TCP
 # ---------------------------------------------------------------------------
 
+def _assert_all_refused(ask, src, questions, secrets, who):
+    """Each (name, type) asked from `src` is REFUSED, and no byte received holds `secrets`."""
+    raw = b""
+    for qn, qt in questions:
+        r, data = ask(src, make_query(qn, qt))
+        _assert_refused(r, "%s %s from %s" % (qn, T.to_text(qt), src))
+        raw += data
+    _assert_clean(raw, secrets, who)
+
+
 def _plain_case(lab, trust, tag, ask):
     """The plain-query story for one transport; `ask(src, q)` -> (response, raw bytes)."""
     s = trust["secrets"][tag]
@@ -354,23 +364,13 @@ def _plain_case(lab, trust, tag, ask):
 
     # (a) outside allow-clients: REFUSED for everything, link 1 and link 2 alike
     outside = [(s.ptr, T.PTR), (IPP2, T.PTR), (ZONE1, T.SOA), (ZONE2, T.SOA)]
-    raw = b""
-    for qn, qt in outside:
-        r, data = ask(OUTSIDE, make_query(qn, qt))
-        _assert_refused(r, "%s %s from %s" % (qn, T.to_text(qt), OUTSIDE))
-        raw += data
-    _assert_clean(raw, OUTSIDE_BYTES, "the client outside allow-clients")
+    _assert_all_refused(ask, OUTSIDE, outside, OUTSIDE_BYTES, "the client outside allow-clients")
 
     # (b) hidden by link 1's view: REFUSED for link 1's zones (forward, any case, cached
     # names, reverse v4 and v6, apex); link 2 served, enumeration without link 1
     hidden = [(s.ptr, T.PTR), (upper, T.PTR), (IPP1, T.PTR), (SVCS1, T.PTR), (REV4, T.PTR), (REV6, T.PTR),
               (ZONE1, T.SOA)]
-    raw = b""
-    for qn, qt in hidden:
-        r, data = ask(HIDDEN, make_query(qn, qt))
-        _assert_refused(r, "%s %s from %s" % (qn, T.to_text(qt), HIDDEN))
-        raw += data
-    _assert_clean(raw, HIDDEN_BYTES, "the client hidden from link 1")
+    _assert_all_refused(ask, HIDDEN, hidden, HIDDEN_BYTES, "the client hidden from link 1")
     r, data = ask(HIDDEN, make_query(ZONE2, T.SOA))
     assert r.rcode() == dns.rcode.NOERROR and r.answer, "link 2 not served to the hidden client: %s" % r
     for qn in (ENUM2, LB2, ENUM_REV2):
