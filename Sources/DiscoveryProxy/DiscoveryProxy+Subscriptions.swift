@@ -51,7 +51,7 @@ extension DiscoveryProxy {
             // (RFC 8765 §6.2) rides on the browses of the DNS-SD types at that name.
             let types = plan.type == .any ? Self.anyTypes : [plan.type]
             let subscriber = Subscriber(
-                session: session, id: id, owner: request.name, type: request.type, client: client,
+                session: session, id: id, owner: request.name, type: request.type,
                 presentation: ZonePresentation(
                     link: plan.link, suppressLinkLocal: configuration.suppressLinkLocal,
                     hidesPrivateAddresses: configuration.privateRealms.hidesPrivateAddresses(of: plan.link, from: client)),
@@ -158,25 +158,6 @@ extension DiscoveryProxy {
         case .removed(let deliveries):
             logger.debug("RECONFIRM: record not held, removal pushed", metadata: ["mdns.question": "\(key)"])
             deliver(deliveries)
-        }
-    }
-
-    /// After a reload: the sessions holding a subscription their client may no longer have
-    /// (the ACL or a link's view changed, or the zone is gone) are told to go away
-    /// (`PushSink.revoke`); reconnecting, they are asked again.
-    func revokeSubscriptions(_ catalog: Catalog) {
-        let revoked = state.withLock { state in
-            state.subscriptions.all.filter { subscriber in
-                !catalog.admits(subscriber.client) || catalog.zone(containing: subscriber.owner) == nil
-                    || catalog.hiddenLink(holding: subscriber.owner, from: subscriber.client) != nil
-            }
-        }
-        var seen = Set<ObjectIdentifier>()
-        for subscriber in revoked where seen.insert(ObjectIdentifier(subscriber.sink)).inserted {
-            logger.info(
-                "DNS Push session revoked: the new configuration hides a subscription",
-                metadata: ["dso.session": "\(subscriber.session)", "dns.qname": "\(subscriber.owner)"])
-            subscriber.sink.revoke()
         }
     }
 

@@ -31,6 +31,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     var currentEpoch: UInt64 { epoch.load(ordering: .acquiring) }
     /// Swapped whole by `reconfigure`; read once per query.
     private let current: Mutex<QueryIntake>
+    /// Told each new catalog after `reconfigure` (DNS Push sessions review their clients).
+    private let reconfigured = Mutex<[@Sendable (Catalog) -> Void]>([])
 
     public var catalog: Catalog { current.withLock { $0.catalog } }
     var configuration: ProxyConfiguration { catalog.configuration }
@@ -103,7 +105,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         }
         if inventoryWasOff { scheduleFirstInventory() }
         invalidateReplays()  // the zones, filters or ACL may have changed
-        revokeSubscriptions(catalog)
+        let applied = self.catalog
+        for observer in reconfigured.withLock({ $0 }) { observer(applied) }
         let answers = AnswerBuilder(configuration: configuration)
         for browse in dropped {
             browse.handle?.cancel()
@@ -114,6 +117,11 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         logger.info(
             "configuration applied",
             metadata: ["proxy.links": "\(configuration.links.count)", "proxy.browses_released": "\(dropped.count)"])
+    }
+
+    /// `observer` is called with the new catalog after every `reconfigure`, outside the lock.
+    public func onReconfigure(_ observer: @escaping @Sendable (Catalog) -> Void) {
+        reconfigured.withLock { $0.append(observer) }
     }
 
     public var stats: ProxyStats {

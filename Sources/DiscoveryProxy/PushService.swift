@@ -23,6 +23,12 @@ public final class PushService: Sendable {
         self.proxy = proxy
         self.configuration = configuration
         self.logger = logger
+        proxy.onReconfigure { [weak self] catalog in self?.review(catalog) }
+    }
+
+    /// A reload: every session checks its client and subscriptions against the new catalog.
+    private func review(_ catalog: Catalog) {
+        for session in sessions.withLock({ Array($0.live.values) }) { session.review(catalog) }
     }
 
     /// A new session for a connection whose first DSO message just arrived. Over the limit

@@ -52,7 +52,9 @@ public final class PushSession: PushSink, Sendable {
     private struct State {
         var phase: Phase
         var subscriptions: [UInt16: Subscription] = [:]
-        var pending: [PushChange] = []
+        /// Changes waiting for the batch window, by subscription: an UNSUBSCRIBE in the window
+        /// drops its own (RFC 8765 §6.4: no PUSH for it after UNSUBSCRIBE).
+        var pending: [(subscription: UInt16, change: PushChange)] = []
         var flushArmed = false
         /// Last message received other than a Keepalive (the inactivity timer, §6.2).
         var lastActivity: Duration
@@ -126,9 +128,22 @@ public final class PushSession: PushSink, Sendable {
         goAway(.shutdown, rcode: .noError, retryDelay: .retryDelay(milliseconds: Self.milliseconds(configuration.busyRetryDelay)))
     }
 
-    /// A reload took away what the client subscribed to (`PushSink.revoke`): a unidirectional
-    /// Retry Delay with REFUSED; reconnecting, the client is asked again.
-    func revoke() {
+    /// After a reload: a client the new ACL refuses, or one holding a subscription it may no
+    /// longer see (a view, or the zone is gone), is told to go away with a unidirectional
+    /// Retry Delay (REFUSED); reconnecting, it is asked again.
+    func review(_ catalog: Catalog) {
+        let client = clientAddress
+        let revoked = state.withLock { state in
+            state.phase == .established
+                && (!catalog.admits(client)
+                    || state.subscriptions.values.contains {
+                        catalog.zone(containing: $0.request.name) == nil
+                            || catalog.hiddenLink(holding: $0.request.name, from: client) != nil
+                    })
+        }
+        guard revoked else { return }
+        logger.info("DNS Push session revoked: the new configuration refuses its client or hides a subscription",
+            metadata: ["dso.session": "\(id)"])
         goAway(.refused, rcode: .refused, retryDelay: Self.retryDelay(for: .refused))
     }
 
@@ -327,7 +342,7 @@ public final class PushSession: PushSink, Sendable {
                 state.subscriptions[subscription] = entry
                 return false
             }
-            state.pending += changes
+            state.pending += changes.map { (subscription, $0) }
             guard !state.flushArmed else { return false }
             state.flushArmed = true
             return true
@@ -343,7 +358,7 @@ public final class PushSession: PushSink, Sendable {
     private func flush() {
         state.withLock { state in
             state.flushArmed = false
-            let changes = state.pending
+            let changes = state.pending.filter { state.subscriptions[$0.subscription] != nil }.map(\.change)
             state.pending = []
             sendPushes(changes, state: &state)
         }

@@ -5,9 +5,6 @@ import MDNS
 /// proxy's lock, from the mDNS backend's thread.
 protocol PushSink: AnyObject, Sendable {
     func deliver(_ changes: [PushChange], subscription: UInt16)
-    /// The client may no longer have one of its subscriptions (a reload changed the ACL or
-    /// a view): end the session.
-    func revoke()
 }
 
 /// One DNS Push subscription riding on a shared browse.
@@ -18,8 +15,6 @@ struct Subscriber: Sendable {
     /// of a unicast answer), so the client's own spelling comes back.
     var owner: DNSName
     var type: RRType
-    /// The subscriber's address (4 or 16 bytes; nil: the proxy itself), checked again on reload.
-    var client: [UInt8]?
     /// Records are sent as unicast answers give them.
     var presentation: ZonePresentation
     var sink: any PushSink
@@ -87,8 +82,6 @@ struct SubscriptionTable: Sendable {
     }
 
     func subscribers(of key: BrowseKey) -> [Subscriber] { byKey[key] ?? [] }
-
-    var all: [Subscriber] { byKey.values.flatMap { $0 } }
 
     func changes(for key: BrowseKey, adding record: CachedRecord) -> [PushDelivery] {
         subscribers(of: key).compactMap { subscriber in

@@ -68,6 +68,5 @@ struct LinkViewsTests {
 
     final class NullSink: PushSink {
         func deliver(_ changes: [PushChange], subscription: UInt16) {}
-        func revoke() {}
     }
 }

@@ -149,6 +149,18 @@ struct PushSessionTests {
         #expect(tb.closed == true, "2 × 60 min keepalive without traffic")
     }
 
+    @Test("RFC 8765 §6.4: a change batched before UNSUBSCRIBE is not pushed after it (found by the dso fuzz harness)")
+    func unsubscribeDropsBatched() throws {
+        let h = Harness()
+        let service = PushService(proxy: h.proxy, logger: Logger(label: "test"))
+        let (session, transport) = open(h, service)
+        subscribe(session, id: 1, "_ipp._tcp.lab1.example.", .ptr)
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(instance))  // waits for the 10 ms batch window
+        session.receive(DSOMessage(id: 0, tlvs: [PushUnsubscribe(subscriptionID: 1).tlv]).encode())
+        h.clock.advance(by: .milliseconds(20))
+        #expect(transport.pushes.isEmpty)
+    }
+
     @Test("RECONFIRM: a held record goes to mDNS; one not held is pushed as removed")
     func reconfirm() throws {
         let h = Harness()

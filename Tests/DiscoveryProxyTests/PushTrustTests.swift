@@ -130,4 +130,19 @@ struct PushTrustTests {
         #expect(tk.messages.last?.isUnidirectional == true && tk.messages.last?.rcode == .refused)
         #expect(service.subscriptionCount == 0 && service.sessionCount == 0)
     }
+
+    @Test("a reload revokes subscriptions answered from configuration too (found by the dso fuzz harness)")
+    func reloadRevokesImmediate() throws {
+        let h = harness()
+        let service = PushService(proxy: h.proxy, logger: Logger(label: "test"))
+        let (session, transport) = open(service, from: allowed)
+        session.receive(subscribe(1, "lab2.example.", .soa))
+        #expect(transport.messages.last?.rcode == .noError)
+        #expect(h.backend.started.isEmpty, "answered from configuration: no browse, not in the proxy's table")
+        var configuration = h.proxy.catalog.configuration
+        configuration.links[1].clients = [IPPrefix("192.0.2.128/25")!]
+        h.proxy.reconfigure(configuration)
+        #expect(transport.messages.last?.isUnidirectional == true && transport.messages.last?.rcode == .refused)
+        #expect(transport.grace == .seconds(5) && service.sessionCount == 0)
+    }
 }
