@@ -4,10 +4,14 @@
 #   scripts/fuzz.sh [TARGET] [RUNS] [extra libFuzzer flags...]
 #
 # TARGET: decode (DNSWire.Message(wire:) + encode(limit:), default), query
-# (DiscoveryProxy.handle over a scripted mDNS backend) or tcp (the DNS-over-TCP pipeline:
-# NIOExtras length framing + TCPDNSHandler on an EmbeddedChannel, input cut into chunks). RUNS: executions (default 1000000;
+# (DiscoveryProxy.handle over a scripted mDNS backend), tcp (the DNS-over-TCP pipeline:
+# NIOExtras length framing + TCPDNSHandler on an EmbeddedChannel, input cut into chunks) or dso
+# (a PushSession on a DiscoveryProxy: scripted DSO messages, mDNS events, clock steps, reloads;
+# FUZZ_DSO_SKIP=acl,revoke,unsubscribe turns those checks off). RUNS: executions (default 1000000;
 # 0 or -1 = until stopped). Seeds: Tests/Fuzz/corpus/TARGET (read-only; new inputs go to
 # .build-fuzz/corpus/TARGET). Crashes are written to .build-fuzz/crashes/TARGET/.
+# FUZZ_OPTIMIZE=1 adds -O to the Swift flags (DEBUG, @testable and the sanitizers stay; dso runs
+# 2-3 times as many executions per second; switching it on or off recompiles every Swift module).
 # Not run by CI: CI runs only the unit tests (scripts/test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,23 +19,25 @@ cd "$(dirname "$0")/.."
 target="${1:-decode}"
 runs="${2:-1000000}"
 shift $(( $# > 2 ? 2 : $# ))
-case "$target" in decode|query|tcp) ;; *) echo "usage: $0 [decode|query|tcp] [RUNS] [libFuzzer flags]" >&2; exit 2;; esac
+case "$target" in decode|query|tcp|dso) ;; *) echo "usage: $0 [decode|query|tcp|dso] [RUNS] [libFuzzer flags]" >&2; exit 2;; esac
 
 scratch=.build-fuzz
 mkdir -p "$scratch"
-echo "building fuzz-dns with -sanitize=fuzzer,address (log: $scratch/build.log)" >&2
-if ! swift build --scratch-path "$scratch" --product fuzz-dns \
-    -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING >"$scratch/build.log" 2>&1; then
+flags=(-Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING)
+[ "${FUZZ_OPTIMIZE:-0}" = 1 ] && flags+=(-Xswiftc -O)
+echo "building fuzz-dns with ${flags[*]} (log: $scratch/build.log)" >&2
+if ! swift build --scratch-path "$scratch" --product fuzz-dns "${flags[@]}" >"$scratch/build.log" 2>&1; then
     grep -v 'Cannot export local symbol' "$scratch/build.log" | tail -30 >&2
     exit 1
 fi
-binary="$(swift build --scratch-path "$scratch" --product fuzz-dns --show-bin-path \
-    -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING)/fuzz-dns"
+binary="$(swift build --scratch-path "$scratch" --product fuzz-dns --show-bin-path "${flags[@]}")/fuzz-dns"
 
 seeds="Tests/Fuzz/corpus/$target"
 # TCP streams: 2048 octets hold dozens of frames; longer inputs only slow the harness down.
+# DSO scripts: 1024 octets hold a few hundred operations on one proxy.
 max_len=4096
 [ "$target" = tcp ] && max_len=2048
+[ "$target" = dso ] && max_len=1024
 work="$scratch/corpus/$target"
 artifacts="$scratch/crashes/$target/"  # not artifacts/: SwiftPM empties that folder on every build
 mkdir -p "$work" "$artifacts"

@@ -4,7 +4,10 @@
 Real dig-style queries (browse, resolve, SOA, reverse, EDNS, TCP-style IDs) plus malformed
 ones. The decode and query harnesses start from the same seeds; the decode corpus also gets
 some responses. The tcp seeds follow TCPHarness.swift's layout: a control octet, chunk sizes,
-then a stream of length-prefixed messages whose first octet scripts the responder.
+then a stream of length-prefixed messages whose first octet scripts the responder. The dso
+seeds follow DSOHarness.swift's layout: a flags octet (client address, limits, how it ends), the
+configuration, then operations (raw DSO messages with a 2-octet length, built SUBSCRIBE,
+UNSUBSCRIBE, RECONFIRM and Keepalive, clock steps, mDNS events, queries, closes, reloads).
 """
 import os
 import struct
@@ -130,11 +133,162 @@ tcp_seeds = {
     "tcp-max-prefix-never-sent": tcp(3, [], FAST + b"a", tail=b"\xff\xff"),
 }
 
+# DSO (RFC 8490) messages and the dso harness's operations (DSOHarness.swift).
+KEEPALIVE, RETRY_DELAY, PADDING, SUBSCRIBE, PUSH, UNSUBSCRIBE, RECONFIRM = 1, 2, 3, 0x40, 0x41, 0x42, 0x43
+
+def tlv(kind, data=b"", length=None):
+    return struct.pack(">HH", kind, len(data) if length is None else length) + data
+
+def dso_msg(id, *tlvs, qr=False, rcode=0, counts=(0, 0, 0, 0)):
+    return struct.pack(">HHHHHH", id, (0x8000 if qr else 0) | 6 << 11 | rcode, *counts) + b"".join(tlvs)
+
+def owner(qname, qtype, qclass=1):
+    return name(qname) + struct.pack(">HH", qtype, qclass)
+
+def keepalive_tlv(inactivity=15000, interval=60000):
+    return tlv(KEEPALIVE, struct.pack(">II", inactivity, interval))
+
+def sub_tlv(qname, qtype, qclass=1):
+    return tlv(SUBSCRIBE, owner(qname, qtype, qclass))
+
+# Operations: op octet, then operands.
+def op_raw(message):
+    return b"\x00" + struct.pack(">H", len(message)) + message
+def op_subscribe(id, name_index, type_index, flags=0):
+    return b"\x01" + struct.pack(">HBBB", id, name_index, type_index, flags)
+def op_unsubscribe(selector):
+    return bytes([2, selector])
+def op_reconfirm(name_index, type_index, rdata):
+    return bytes([3, name_index, type_index, rdata])
+def op_keepalive(id, flags=0):
+    return b"\x04" + struct.pack(">HB", id, flags)
+CLOCK = {"0": 0, "1ms": 1, "10ms": 2, "50ms": 3, "800ms": 4, "1s": 5, "5s": 6, "6s": 7, "15s": 8, "30s": 9,
+         "31s": 10, "60s": 11, "121s": 12, "150s": 13, "600s": 14, "7201s": 15}
+def op_clock(step):
+    return bytes([5, CLOCK[step]])
+ADD, REMOVE, ALL_FOR_NOW, RESTARTED, VERIFYING, FAILED = 0, 3, 5, 6, 14, 7
+def op_mdns(query, kind, record=0):
+    return bytes([6, query, kind, record])
+def op_query(name_index, type_index, flags=0):
+    return bytes([7, name_index, type_index, flags])
+CLOSE, SHUTDOWN = b"\x08", b"\x09"
+def op_reload(configuration):
+    return bytes([10, configuration])
+def op_build(id, type_index, data, flags=0):
+    return b"\x0b" + struct.pack(">HBB", id, type_index, len(data)) + bytes([flags]) + data
+def op_observe(name_index, type_index):
+    return bytes([12, name_index, type_index])
+
+# DSOHarness.names / .types indices.
+N_IPP, N_HTTP2, N_INSTANCE, N_HOST, N_SERVICES, N_B, N_APEX, N_REV, N_AIRPLAY2, N_OUTSIDE, N_IPP_CASE, \
+    N_INSTANCE2, N_REV2, N_B_REV, N_SERVER, N_SUBTYPE = range(16)
+T_PTR, T_SRV, T_TXT, T_A, T_AAAA, T_ANY, T_NSEC, T_SOA, T_NS, T_CNAME, T_PRIVATE, T_ZERO = range(12)
+# Flags: client (0 none, 1 192.0.2.10, 2 10.1.2.3, 3 2001:db8:1::5, 4 203.0.113.9, 5 2001:db9::1,
+# 6 198.51.100.20, 7 2001:db8:2::9); 0x08 session limit 0; 0x10 end by timeout; 0x20 no batch
+# window; 0x40 3 subscriptions at most; 0x80 short timers. Configurations: 0 A, 1 B, 2 open;
+# 0x80 added: the default 3600 s keepalive interval (else 60 s).
+def dso_seed(flags, configuration, *ops):
+    return bytes([flags, configuration]) + b"".join(ops)
+
+IPP, INSTANCE = "_ipp._tcp.lab1.example.", "Fuzz\\032Printer._ipp._tcp.lab1.example."
+PTR_RDATA = name("Fuzz\\032Printer._ipp._tcp.lab1.example.")
+ka = op_raw(dso_msg(1, keepalive_tlv()))
+dso_seeds = {
+    "dso-keepalive": dso_seed(1, 0, ka, op_clock("15s"), op_raw(dso_msg(2, keepalive_tlv(1, 2))), op_clock("60s")),
+    "dso-subscribe-ptr": dso_seed(1, 0, op_raw(dso_msg(2, sub_tlv(IPP, PTR))), op_mdns(0, ADD, 0),
+                                  op_mdns(0, ALL_FOR_NOW), op_clock("10ms"), op_mdns(0, REMOVE, 0), op_clock("10ms")),
+    "dso-subscribe-srv": dso_seed(3, 0, op_raw(dso_msg(3, sub_tlv(INSTANCE, SRV))), op_mdns(0, ADD, 0),
+                                  op_mdns(0, ADD, 1), op_clock("50ms"), op_mdns(0, FAILED), op_mdns(0, RESTARTED),
+                                  op_clock("10ms")),
+    "dso-subscribe-any": dso_seed(0x21, 0, op_raw(dso_msg(4, sub_tlv(INSTANCE, ANY))), op_mdns(0, ADD, 0),
+                                  op_mdns(1, ADD, 0), op_mdns(2, ADD, 0), op_mdns(3, ADD, 1), op_mdns(4, ADD, 1),
+                                  op_mdns(3, VERIFYING), op_mdns(3, ALL_FOR_NOW), op_clock("1s")),
+    "dso-subscribe-built": dso_seed(7, 2, op_subscribe(9, N_IPP, T_PTR), op_subscribe(10, N_HTTP2, T_PTR),
+                                    op_subscribe(11, N_SUBTYPE, T_PTR), op_subscribe(12, N_HOST, T_A),
+                                    op_subscribe(13, N_REV, T_PTR), op_subscribe(14, N_B, T_PTR),
+                                    op_subscribe(15, N_APEX, T_SOA), op_subscribe(16, N_INSTANCE, T_NSEC),
+                                    op_mdns(0, ADD, 0), op_mdns(1, ADD, 0), op_mdns(2, ADD, 1), op_clock("10ms")),
+    "dso-unsubscribe": dso_seed(1, 0, op_raw(dso_msg(2, sub_tlv(IPP, PTR))), op_mdns(0, ADD, 0), op_clock("10ms"),
+                                op_raw(dso_msg(0, tlv(UNSUBSCRIBE, struct.pack(">H", 2)))), op_mdns(0, ADD, 1),
+                                op_clock("10ms"), op_raw(dso_msg(0, tlv(UNSUBSCRIBE, struct.pack(">H", 77)))),
+                                op_clock("150s")),
+    "dso-unsubscribe-pending": dso_seed(1, 0, op_subscribe(2, N_IPP, T_PTR), op_mdns(0, ADD, 0),
+                                        op_unsubscribe(0x80), op_clock("10ms")),
+    "dso-reconfirm": dso_seed(1, 0, op_raw(dso_msg(2, sub_tlv(IPP, PTR))), op_mdns(0, ADD, 0), op_mdns(0, ALL_FOR_NOW),
+                              op_clock("1s"), op_raw(dso_msg(0, tlv(RECONFIRM, owner(IPP, PTR) + PTR_RDATA))),
+                              op_raw(dso_msg(0, tlv(RECONFIRM, owner(IPP, PTR) + name("Gone._ipp._tcp.lab1.example.")))),
+                              op_reconfirm(N_IPP, T_PTR, 0), op_clock("10ms")),
+    "dso-reconfirm-any": dso_seed(1, 0, ka, op_raw(dso_msg(0, tlv(RECONFIRM, owner(IPP, ANY))))),
+    "dso-padding": dso_seed(1, 0, op_raw(dso_msg(5, keepalive_tlv(), tlv(PADDING, bytes(40)))),
+                            op_raw(dso_msg(6, sub_tlv(IPP, PTR), tlv(PADDING, bytes(7)))), op_keepalive(8, 0x7C),
+                            op_raw(dso_msg(9, tlv(PADDING, bytes(4))))),
+    "dso-retry-delay-from-client": dso_seed(1, 0, ka, op_raw(dso_msg(5, tlv(RETRY_DELAY, struct.pack(">I", 1000))))),
+    "dso-retry-delay-unidirectional": dso_seed(1, 0, ka, op_raw(dso_msg(0, tlv(RETRY_DELAY, struct.pack(">I", 0))))),
+    "dso-unknown-tlv": dso_seed(1, 0, op_raw(dso_msg(5, tlv(0xF7FF, b"abc"))), ka,
+                                op_raw(dso_msg(6, keepalive_tlv(), tlv(0xF7FE, b"x"))), op_raw(dso_msg(0, tlv(0xF7FF)))),
+    "dso-push-from-client": dso_seed(1, 0, ka, op_raw(dso_msg(7, tlv(PUSH, owner(IPP, PTR) + struct.pack(">IH", 1, 0))))),
+    "dso-duplicate-subscribe": dso_seed(1, 0, op_raw(dso_msg(2, sub_tlv(IPP, PTR))),
+                                        op_raw(dso_msg(3, sub_tlv("_IPP._tcp.lab1.example.", PTR)))),
+    "dso-reused-id": dso_seed(1, 0, op_subscribe(7, N_IPP, T_PTR), op_keepalive(7)),
+    "dso-malformed-tlv-lengths": dso_seed(1, 0, op_raw(dso_msg(5, tlv(KEEPALIVE, bytes(4), length=8))),
+                                          op_raw(dso_msg(6, b"\x00\x01\x00")),
+                                          op_raw(dso_msg(7, tlv(KEEPALIVE, bytes(7)))),
+                                          op_raw(dso_msg(8, tlv(SUBSCRIBE, owner(IPP, PTR) + b"\x00"))),
+                                          op_raw(dso_msg(9, tlv(SUBSCRIBE, b"\x04_ipp\xc0\x0c" + struct.pack(">HH", PTR, 1)))),
+                                          op_raw(dso_msg(10, tlv(SUBSCRIBE, b"\x05_ipp"))),
+                                          op_raw(dso_msg(11, keepalive_tlv(), counts=(1, 0, 0, 0))),
+                                          op_raw(dso_msg(0, tlv(UNSUBSCRIBE, b"\x00\x02\x00")))),
+    "dso-formerr-then-abort": dso_seed(1, 0, op_raw(dso_msg(0, tlv(KEEPALIVE, bytes(2), length=9)))),
+    "dso-response-from-client": dso_seed(1, 0, ka, op_raw(dso_msg(9, qr=True))),
+    "dso-unidirectional-first": dso_seed(1, 0, op_raw(dso_msg(0, tlv(UNSUBSCRIBE, struct.pack(">H", 1))))),
+    "dso-empty-request": dso_seed(1, 0, op_raw(dso_msg(4)), op_raw(dso_msg(0))),
+    "dso-acl-refused": dso_seed(4, 0, ka, op_raw(dso_msg(2, sub_tlv(IPP, PTR))), op_reconfirm(N_IPP, T_PTR, 0),
+                                op_query(N_IPP, T_PTR, 1), op_mdns(0, ADD, 0), op_clock("10ms")),
+    "dso-acl-refused-v6": dso_seed(5, 0, op_subscribe(2, N_IPP, T_ANY), op_mdns(0, ADD, 0), op_clock("10ms")),
+    "dso-view-hidden": dso_seed(2, 0, op_raw(dso_msg(2, sub_tlv("_http._tcp.lab2.example.", PTR))),
+                                op_subscribe(3, N_IPP, T_PTR), op_subscribe(4, N_B, T_PTR),
+                                op_subscribe(5, N_REV2, T_PTR), op_reconfirm(N_INSTANCE2, T_SRV, 3)),
+    "dso-reload-revoke": dso_seed(1, 0, op_subscribe(2, N_HTTP2, T_PTR), op_mdns(0, ADD, 0), op_clock("10ms"),
+                                  op_reload(1), op_mdns(0, ADD, 1), op_clock("10ms")),
+    "dso-reload-revoke-immediate": dso_seed(1, 0, op_subscribe(2, N_HTTP2, T_SOA), op_reload(1), op_clock("1s")),
+    "dso-reload-acl": dso_seed(2, 0, op_subscribe(2, N_IPP, T_PTR), op_reload(1), op_subscribe(3, N_IPP, T_SRV),
+                               op_reload(2), op_subscribe(4, N_IPP, T_SRV)),
+    "dso-session-limit": dso_seed(0x09, 0, op_raw(dso_msg(2, sub_tlv(IPP, PTR), tlv(PADDING)))),
+    "dso-shutdown": dso_seed(1, 0, op_subscribe(2, N_IPP, T_PTR), SHUTDOWN, ka),
+    "dso-timeout": dso_seed(0x91, 0, ka, op_clock("5s"), op_clock("6s")),
+    "dso-subscribed-timeout": dso_seed(0x11, 0x80, op_subscribe(2, N_INSTANCE, T_TXT), op_mdns(0, ADD, 0), op_clock("121s"),
+                                      op_mdns(0, ADD, 1), op_clock("7201s"), op_subscribe(3, N_IPP, T_PTR)),
+    "dso-query-on-session": dso_seed(1, 0, op_query(N_IPP, T_PTR, 1), ka, op_query(N_IPP, T_PTR, 1),
+                                     op_query(N_IPP, T_PTR, 3)),
+    "dso-warm-browse": dso_seed(1, 0, op_query(N_IPP, T_PTR), op_mdns(0, ADD, 0), op_mdns(0, ALL_FOR_NOW),
+                                op_clock("800ms"), op_subscribe(2, N_IPP, T_PTR), op_reconfirm(N_IPP, T_PTR, 0)),
+    "dso-subscription-limit": dso_seed(0x41, 0, op_subscribe(1, N_IPP, T_PTR), op_subscribe(2, N_IPP, T_SRV),
+                                       op_subscribe(3, N_IPP, T_TXT), op_subscribe(4, N_IPP, T_A)),
+    "dso-reconnect": dso_seed(1, 0, op_subscribe(2, N_IPP, T_PTR), op_mdns(0, ADD, 0), CLOSE, op_clock("10ms"),
+                              op_subscribe(2, N_IPP, T_PTR), op_clock("10ms")),
+    "dso-notauth-class": dso_seed(1, 0, op_subscribe(2, N_OUTSIDE, T_A), op_subscribe(3, N_SERVER, T_A),
+                                  op_subscribe(4, N_IPP, T_PTR, 2), op_subscribe(5, N_IPP, T_PTR, 1),
+                                  op_subscribe(6, N_AIRPLAY2, T_PTR)),
+    "dso-observer-reconfirm-allowed": dso_seed(0x21, 0, op_observe(N_IPP, T_PTR), op_mdns(0, ADD, 0), op_mdns(0, ALL_FOR_NOW),
+                                               op_clock("1s"), ka, op_reconfirm(N_IPP, T_PTR, 5),
+                                               op_reconfirm(N_IPP, T_PTR, 0), op_clock("10ms")),
+    "dso-observer-reconfirm-refused": dso_seed(0x24, 0, op_observe(N_IPP, T_PTR), op_mdns(0, ADD, 0), op_mdns(0, ALL_FOR_NOW),
+                                               op_clock("1s"), ka, op_reconfirm(N_IPP, T_PTR, 5), op_clock("10ms")),
+    "dso-observer-hidden-link": dso_seed(0x22, 0, op_observe(N_HTTP2, T_PTR), op_mdns(0, ADD, 0), op_mdns(0, ALL_FOR_NOW),
+                                         op_clock("1s"), ka, op_reconfirm(N_HTTP2, T_PTR, 5), op_clock("10ms")),
+    "dso-observer-shared-browse": dso_seed(0x21, 2, op_observe(N_IPP, T_PTR), op_subscribe(5, N_IPP_CASE, T_PTR),
+                                           op_mdns(0, ADD, 0), op_unsubscribe(0x80), op_mdns(0, REMOVE, 0),
+                                           op_observe(N_INSTANCE, T_ANY), op_mdns(1, ADD, 1), SHUTDOWN),
+    "dso-built-messages": dso_seed(1, 0, op_build(1, 0, struct.pack(">II", 1, 2)), op_build(2, 8, b"\x01"),
+                                   op_build(0, 6, b"", 0x04), op_build(3, 9, b"", 0x20)),
+}
+
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
-for target, data_set in (("decode", {**seeds, **responses}), ("query", seeds), ("tcp", tcp_seeds)):
+for target, data_set in (("decode", {**seeds, **responses}), ("query", seeds), ("tcp", tcp_seeds), ("dso", dso_seeds)):
     folder = os.path.join(root, target)
     os.makedirs(folder, exist_ok=True)
     for key, data in data_set.items():
         with open(os.path.join(folder, key), "wb") as f:
             f.write(data)
-print(len(seeds), "query seeds,", len(responses), "responses,", len(tcp_seeds), "tcp streams")
+print(len(seeds), "query seeds,", len(responses), "responses,", len(tcp_seeds), "tcp streams,",
+      len(dso_seeds), "dso scripts")

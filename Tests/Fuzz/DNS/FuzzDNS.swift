@@ -5,7 +5,8 @@
 // target is a tiny executable that replays files given on the command line through the same
 // harness, so the package always builds and a crashing input can be re-run without libFuzzer.
 //
-// The harness is chosen by the FUZZ_TARGET environment variable: `decode` (default) or `query`.
+// The harness is chosen by the FUZZ_TARGET environment variable: `decode` (default), `query`,
+// `tcp` (TCPHarness.swift) or `dso` (DSOHarness.swift).
 
 import DNSWire
 import DiscoveryProxy
@@ -18,12 +19,12 @@ import Glibc
 #endif
 
 enum FuzzTarget: String {
-    case decode, query, tcp
+    case decode, query, tcp, dso
 
     static let selected: FuzzTarget = {
         guard let raw = getenv("FUZZ_TARGET") else { return .decode }
         guard let target = FuzzTarget(rawValue: String(cString: raw)) else {
-            fatalError("FUZZ_TARGET must be decode, query or tcp")
+            fatalError("FUZZ_TARGET must be decode, query, tcp or dso")
         }
         return target
     }()
@@ -37,6 +38,12 @@ enum FuzzTarget: String {
             TCPHarness.run(bytes)
             #else
             fatalError("FUZZ_TARGET=tcp needs a debug build (scripts/fuzz.sh)")
+            #endif
+        case .dso:
+            #if DEBUG
+            DSOHarness.run(bytes)
+            #else
+            fatalError("FUZZ_TARGET=dso needs a debug build (scripts/fuzz.sh)")
             #endif
         }
     }
@@ -141,7 +148,8 @@ enum QueryHarness {
     }
 }
 
-/// An in-memory backend that remembers its queries so the harness can answer them.
+/// An in-memory backend that remembers its queries so the harness can answer them, and the
+/// reconfirmations it was asked for (the dso harness checks who caused what).
 final class FuzzBackend: MDNSBackend {
     final class Handle: MDNSQueryHandle {
         let question: MDNSQuestion
@@ -173,6 +181,16 @@ final class FuzzBackend: MDNSBackend {
 
     var live: [Handle] {
         handles.withLock { $0.filter { !$0.cancelled.load(ordering: .sequentiallyConsistent) } }
+    }
+
+    /// Every query started, cancelled or not, in order.
+    var all: [Handle] { handles.withLock { $0 } }
+
+    private let reconfirmed = Mutex<[MDNSQuestion]>([])
+    var reconfirms: [MDNSQuestion] { reconfirmed.withLock { $0 } }
+
+    func reconfirm(_ question: MDNSQuestion, record: MDNSRecord) {
+        reconfirmed.withLock { $0.append(question) }
     }
 }
 
@@ -213,7 +231,7 @@ enum FuzzMain {
 
     static func replay(_ paths: [String]) {
         if paths.isEmpty {
-            print("usage: FUZZ_TARGET=decode|query fuzz-dns FILE...  (scripts/fuzz.sh runs libFuzzer)")
+            print("usage: FUZZ_TARGET=decode|query|tcp|dso fuzz-dns FILE...  (scripts/fuzz.sh runs libFuzzer)")
         }
         for path in paths {
             guard let file = fopen(path, "rb") else {
