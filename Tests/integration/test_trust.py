@@ -409,19 +409,29 @@ def test_plain_udp(lab, trust):
 
 
 def test_plain_tcp(lab, trust):
-    conns = {}
+    conns, got = {}, {}
 
     def ask(src, q):
-        if src not in conns:
-            conns[src] = _dso(src, False, trust)
-        c = conns[src]
+        c = conns.get(src) or conns.setdefault(src, _dso(src, False, trust))
         before = len(c.received)
-        r = _tcp_query(c, q)
-        return r, c.received[before:]
+        try:
+            r = _tcp_query(c, q)
+        except (ConnectionError, OSError):
+            # Late in a full suite the capture checks take longer than RFC 7766's 10 s idle
+            # timeout, which then closes the connection: ask again on a new one.
+            c.close()
+            c = conns[src] = _dso(src, False, trust)
+            before = 0
+            r = _tcp_query(c, q)
+        data = c.received[before:]
+        got[src] = got.get(src, b"") + data
+        return r, data
     try:
-        _plain_case(lab, trust, "t", ask)
-        # nothing unasked on the connections; they stay usable (REFUSED does not close them)
-        for src in (OUTSIDE, HIDDEN):
+        # REFUSED does not close the connection, and nothing comes unasked (checked at once,
+        # well within the idle timeout)
+        for src, refused in ((OUTSIDE, ZONE2), (HIDDEN, ZONE1)):
+            r, _ = ask(src, make_query(refused, T.SOA))
+            _assert_refused(r, "%s SOA from %s" % (refused, src))
             c = conns[src]
             n = len(c.received)
             with pytest.raises(TimeoutError):
@@ -429,8 +439,9 @@ def test_plain_tcp(lab, trust):
             assert len(c.received) == n
             r = _tcp_query(c, make_query(ZONE2, T.SOA))
             assert r.rcode() == (dns.rcode.REFUSED if src == OUTSIDE else dns.rcode.NOERROR), r
-        _assert_clean(conns[OUTSIDE].received, OUTSIDE_BYTES, "the client outside allow-clients (TCP)")
-        _assert_clean(conns[HIDDEN].received, HIDDEN_BYTES, "the client hidden from link 1 (TCP)")
+        _plain_case(lab, trust, "t", ask)
+        _assert_clean(got[OUTSIDE], OUTSIDE_BYTES, "the client outside allow-clients (TCP)")
+        _assert_clean(got[HIDDEN], HIDDEN_BYTES, "the client hidden from link 1 (TCP)")
     finally:
         for c in conns.values():
             c.close()
