@@ -237,6 +237,8 @@ public final class PushSession: PushSink, Sendable {
             let now = service.scheduler.now()
             let removed = state.withLock { state -> Subscription? in
                 state.lastActivity = now
+                // Batched changes go with it: a later SUBSCRIBE may reuse the ID (RFC 8765 §6.4).
+                state.pending.removeAll { $0.subscription == request.subscriptionID }
                 return state.subscriptions.removeValue(forKey: request.subscriptionID)
             }
             // RFC 8765 §6.4: an unknown ID is silently ignored.

@@ -161,6 +161,19 @@ struct PushSessionTests {
         #expect(transport.pushes.isEmpty)
     }
 
+    @Test("UNSUBSCRIBE then a SUBSCRIBE reusing the ID: the old subscription's batched changes stay dropped (found by the dso fuzz target)")
+    func unsubscribeThenReuseID() throws {
+        let h = Harness()
+        let service = PushService(proxy: h.proxy, logger: Logger(label: "test"))
+        let (session, transport) = open(h, service)
+        subscribe(session, id: 1, "_ipp._tcp.lab1.example.", .ptr)
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(instance))  // waits for the 10 ms batch window
+        session.receive(DSOMessage(id: 0, tlvs: [PushUnsubscribe(subscriptionID: 1).tlv]).encode())
+        subscribe(session, id: 1, "_ipp._tcp.lab1.example.", .srv)
+        h.clock.advance(by: .milliseconds(20))
+        #expect(transport.pushes.allSatisfy { $0.type != .ptr }, "no PTR change after the PTR subscription ended")
+    }
+
     @Test("RECONFIRM: a held record goes to mDNS; one not held is pushed as removed")
     func reconfirm() throws {
         let h = Harness()

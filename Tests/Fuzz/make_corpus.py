@@ -214,6 +214,8 @@ dso_seeds = {
                                 op_clock("150s")),
     "dso-unsubscribe-pending": dso_seed(1, 0, op_subscribe(2, N_IPP, T_PTR), op_mdns(0, ADD, 0),
                                         op_unsubscribe(0x80), op_clock("10ms")),
+    "dso-unsubscribe-reuse-id": dso_seed(1, 0, op_subscribe(2, N_IPP, T_PTR), op_mdns(0, ADD, 0),
+                                         op_unsubscribe(0x80), op_subscribe(2, N_IPP, T_SRV), op_clock("10ms")),
     "dso-reconfirm": dso_seed(1, 0, op_raw(dso_msg(2, sub_tlv(IPP, PTR))), op_mdns(0, ADD, 0), op_mdns(0, ALL_FOR_NOW),
                               op_clock("1s"), op_raw(dso_msg(0, tlv(RECONFIRM, owner(IPP, PTR) + PTR_RDATA))),
                               op_raw(dso_msg(0, tlv(RECONFIRM, owner(IPP, PTR) + name("Gone._ipp._tcp.lab1.example.")))),
