@@ -37,6 +37,8 @@ public struct AdminStatus: Sendable, Codable, Equatable {
     public var avahi: AvahiStats
     public var proxy: ProxyStats
     public var links: [LinkStatus]
+    /// The mDNS gateway's routes (`links[].announce`): what is announced on which link.
+    public var announcements: [AnnouncementStatus]
 
     public init(
         version: String,
@@ -49,8 +51,10 @@ public struct AdminStatus: Sendable, Codable, Equatable {
         tcp: TCPStats = TCPStats(),
         avahi: AvahiStats = AvahiStats(),
         proxy: ProxyStats = ProxyStats(),
-        links: [LinkStatus] = []
+        links: [LinkStatus] = [],
+        announcements: [AnnouncementStatus] = []
     ) {
+        self.announcements = announcements
         self.version = version
         self.revision = revision
         self.startedAt = startedAt

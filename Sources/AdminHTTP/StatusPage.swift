@@ -140,6 +140,22 @@ public enum StatusPage {
             html += "</section>\n"
         }
 
+        for route in status.announcements {
+            html += """
+                <section class="link">
+                <div class="link-head"><h2>Announced on \(escape(route.interface))</h2>\
+                <span class="tag">from \(escape(route.from))</span>\
+                <span class="muted">\(plural(route.instances.count, "instance")) over mDNS</span></div>
+
+                """
+            if route.instances.isEmpty {
+                html += "<p class=\"empty\">Nothing announced yet.</p>\n"
+            } else {
+                html += "<p>" + route.instances.map { "<span class=\"chip\">\(escape($0))</span>" }.joined(separator: " ") + "</p>\n"
+            }
+            html += "</section>\n"
+        }
+
         html += """
             </main>
             <footer>Started \(escape(formatDate(status.startedAt))) · \

@@ -24,11 +24,15 @@ public struct Link: Hashable, Sendable {
     /// The proxies of this link's zones when they are not the proxy's own `nameServers` (a
     /// router whose HA partner shares some of its links only); nil: those.
     public var nameServers: [DNSName]?
+    /// Far links whose services are announced on this link over mDNS (the gateway).
+    public var announce: [Announcement]
 
     public init(
         interface: String, zone: DNSName, subnets: [IPPrefix] = [], services: ServiceFilter = ServiceFilter(),
-        realm: String? = nil, hostZone: DNSName? = nil, clients: [IPPrefix]? = nil, nameServers: [DNSName]? = nil
+        realm: String? = nil, hostZone: DNSName? = nil, clients: [IPPrefix]? = nil, nameServers: [DNSName]? = nil,
+        announce: [Announcement] = []
     ) {
+        self.announce = announce
         self.nameServers = nameServers
         self.interface = interface
         self.zone = zone

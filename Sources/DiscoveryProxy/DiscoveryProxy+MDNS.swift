@@ -45,6 +45,8 @@ extension DiscoveryProxy {
     /// The backend's events for a browse; `tag` is its generation. Called on the backend's
     /// thread; must not call the backend.
     public func receive(_ event: MDNSEvent, for question: MDNSQuestion, tag: UInt32) {
+        if case .added(let record) = event, isOwn(record, on: question.interface) { return }
+        if case .removed(let record) = event, isOwn(record, on: question.interface) { return }
         let key = question
         let generation = tag
         let now = scheduler.now()

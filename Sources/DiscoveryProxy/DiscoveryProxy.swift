@@ -33,6 +33,11 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     private let current: Mutex<QueryIntake>
     /// Told each new catalog after `reconfigure` (DNS Push sessions review their clients).
     private let reconfigured = Mutex<[@Sendable (Catalog) -> Void]>([])
+    /// What the proxy itself publishes over mDNS, by interface (`ownPublications`).
+    let ownRecords = Mutex<OwnRecords>(OwnRecords())
+    /// Whether the proxy has published anything, so that without a gateway an mDNS event
+    /// costs no lock more.
+    let publishesRecords = Atomic<Bool>(false)
 
     public var catalog: Catalog { current.withLock { $0.catalog } }
     var configuration: ProxyConfiguration { catalog.configuration }

@@ -3,12 +3,13 @@ import Logging
 internal import CAvahiClient
 
 /// `MDNSPublisher` on avahi-daemon: a client connection of its own, one entry group per
-/// interface, on a threaded poll of its own. Publishing is rare and small; keeping it apart
-/// from `AvahiBackend` leaves the browsers' pool and its reconnect logic as they are.
+/// `MDNSGroup`, on a threaded poll of its own. Keeping it apart from `AvahiBackend` leaves the
+/// browsers' pool and its reconnect logic as they are.
 ///
-/// The connection is made on the first `publish` with something in it. Records are shared
-/// (no `AVAHI_PUBLISH_UNIQUE`): fellow proxies on the same link publish the same PTRs, and
-/// mDNS keeps them side by side (RFC 6762 §10.2).
+/// The connection is made on the first `publish` with something in it. PTRs are shared (no
+/// `AVAHI_PUBLISH_UNIQUE`): fellow proxies on the same link publish the same PTRs, and mDNS
+/// keeps them side by side (RFC 6762 §10.2). Other records are unique: a group whose name
+/// another host owns is reported to `onCollision` and not retried (its owner renames it).
 ///
 /// When avahi-daemon goes away its groups go with it; they are published again when it is
 /// back (`AVAHI_CLIENT_NO_FAIL`). A group the daemon refuses (publishing disabled, interface
@@ -28,15 +29,22 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private var clientFailed = false
     private var isRunning = false
     private var isShutDown = false
-    private var wanted: [String: [MDNSRecord]] = [:]
-    private var groups: [String: PublishedGroup] = [:]
+    private let onCollision: @Sendable (MDNSGroup.Key) -> Void
+    private var wanted: [MDNSGroup.Key: [MDNSRecord]] = [:]
+    private var groups: [MDNSGroup.Key: PublishedGroup] = [:]
     /// The last problem logged per interface, so a retry that fails alike logs at debug.
     private var problems: [String: String] = [:]
     private var timer: OpaquePointer?  // AvahiTimeout*
 
-    public init(logger: Logger, ttl: UInt32 = 4500, retryDelay: Duration = .seconds(10)) throws(MDNSError) {
+    /// `onCollision` runs on the poll thread with its lock held: it must not call `publish`
+    /// before returning (hand the rename to another queue).
+    public init(
+        logger: Logger, ttl: UInt32 = 4500, retryDelay: Duration = .seconds(10),
+        onCollision: @escaping @Sendable (MDNSGroup.Key) -> Void = { _ in }
+    ) throws(MDNSError) {
         guard let poll = avahi_threaded_poll_new() else { throw .daemon("cannot create the avahi threaded poll") }
         self.logger = logger
+        self.onCollision = onCollision
         self.ttl = ttl
         self.retryDelay = retryDelay
         self.poll = poll
@@ -54,10 +62,11 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         avahi_threaded_poll_free(self.poll)
     }
 
-    public func publish(_ records: [String: [MDNSRecord]]) {
+    public func publish(_ groups: [MDNSGroup]) {
         self.locked {
             guard !self.isShutDown else { return }
-            self.wanted = records.filter { !$0.value.isEmpty }
+            self.wanted = [:]
+            for group in groups where !group.records.isEmpty { self.wanted[group.key] = group.records }
             if self.client == nil && !self.wanted.isEmpty { self.connect() }
             self.sync()
         }
@@ -67,7 +76,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         let wasRunning = self.locked { () -> Bool in
             guard !self.isShutDown else { return false }
             self.isShutDown = true
-            let withdrawn = self.groups.keys.sorted()
+            let withdrawn = Set(self.groups.keys.map(\.interface)).sorted()
             self.dropGroups()
             if let timer = self.timer { cavahi_timeout_free(self.pollAPI, timer) }
             self.timer = nil
@@ -141,55 +150,63 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     /// Brings the daemon's groups to `wanted`.
     private func sync() {
         guard self.isRunning, let client = self.client else { return }
-        for (interface, group) in self.groups where self.wanted[interface] == nil {
+        for (key, group) in self.groups where self.wanted[key] == nil {
             group.free()
-            self.groups[interface] = nil
-            self.problems[interface] = nil
-            self.logger.info("mDNS records withdrawn", metadata: ["mdns.interface": "\(interface)"])
+            self.groups[key] = nil
+            self.logger.debug("mDNS records withdrawn", metadata: ["mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)"])
         }
         var retry = false
-        for (interface, records) in self.wanted.sorted(by: { $0.key < $1.key }) {
-            if let group = self.groups[interface], group.records == records, !group.failed,
-                group.index == AvahiBackend.interfaceIndex(interface)
-            {
-                continue  // as published; a re-created interface (new index) is published again
+        var indexes: [String: Int32?] = [:]
+        for (key, records) in self.wanted.sorted(by: { $0.key < $1.key }) {
+            let index = indexes[key.interface] ?? AvahiBackend.interfaceIndex(key.interface)
+            indexes[key.interface] = index
+            if let group = self.groups[key], group.records == records, group.index == index, !group.failed || group.collided {
+                continue  // as published (or given up to a collision); a re-created interface (new index) is published again
             }
-            if !self.commit(records, on: interface, client: client) { retry = true }
+            if !self.commit(records, as: key, client: client) { retry = true }
         }
         if retry { self.armTimer() }
     }
 
     /// Publishes `records` on `interface` in a fresh (or reset) group; false when it must be retried.
-    private func commit(_ records: [MDNSRecord], on interface: String, client: OpaquePointer) -> Bool {
+    private func commit(_ records: [MDNSRecord], as key: MDNSGroup.Key, client: OpaquePointer) -> Bool {
+        let interface = key.interface
         guard let index = AvahiBackend.interfaceIndex(interface) else {
-            self.groups[interface]?.free()
-            self.groups[interface] = nil
+            self.groups[key]?.free()
+            self.groups[key] = nil
             self.note(interface, "no such network interface; retrying")
             return false
         }
         let group: PublishedGroup
-        if let existing = self.groups[interface], !existing.failed, existing.pointer != nil {
+        if let existing = self.groups[key], !existing.failed, existing.pointer != nil {
             group = existing
             group.reset()
         } else {
-            self.groups[interface]?.free()
-            group = PublishedGroup(publisher: self, interface: interface)
+            self.groups[key]?.free()
+            group = PublishedGroup(publisher: self, key: key)
             guard let pointer = avahi_entry_group_new(client, publisherGroupCallback, Unmanaged.passUnretained(group).toOpaque())
             else {
                 self.note(interface, "cannot create an avahi entry group: \(AvahiBackend.errorText(avahi_client_errno(client)))")
                 return false
             }
             group.pointer = pointer
-            self.groups[interface] = group
+            self.groups[key] = group
         }
+        group.index = index
         for record in records {
             guard let name = AvahiName.escape(record.name) else { continue }
+            // RFC 6762 §2: PTRs are shared; the rest is probed for and owned (§8.1).
+            let flags = record.type == .ptr ? AvahiPublishFlags(0) : AvahiPublishFlags(AVAHI_PUBLISH_UNIQUE.rawValue)
             let error = name.withCString { text in
                 record.rdata.withUnsafeBytes { rdata in
                     avahi_entry_group_add_record(
-                        group.pointer, index, AvahiProtocol(AVAHI_PROTO_UNSPEC), AvahiPublishFlags(0), text,
+                        group.pointer, index, AvahiProtocol(AVAHI_PROTO_UNSPEC), flags, text,
                         record.rrClass.rawValue, record.type.rawValue, self.ttl, rdata.baseAddress, rdata.count)
                 }
+            }
+            if error == Int32(AVAHI_ERR_COLLISION) {
+                // Another group of this daemon (a local service) owns the name: the caller renames.
+                return self.collided(group, records: records)
             }
             if error != Int32(AVAHI_OK) {
                 group.failed = true
@@ -204,7 +221,17 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             return false
         }
         group.records = records
-        group.index = index
+        return true
+    }
+
+    /// Gives the group up until it is asked for with other records (another name).
+    private func collided(_ group: PublishedGroup, records: [MDNSRecord]) -> Bool {
+        group.reset()
+        group.records = records
+        group.failed = true
+        group.collided = true
+        self.logger.info("mDNS name taken on the link", metadata: ["mdns.interface": "\(group.key.interface)", "mdns.group": "\(group.key.name)"])
+        self.onCollision(group.key)
         return true
     }
 
@@ -217,21 +244,25 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     }
 
     fileprivate func groupStateChanged(_ group: PublishedGroup, _ state: AvahiEntryGroupState) {
-        guard !self.isShutDown, self.groups[group.interface] === group else { return }
+        guard !self.isShutDown, self.groups[group.key] === group else { return }
         switch state {
         case AVAHI_ENTRY_GROUP_ESTABLISHED:
-            self.problems[group.interface] = nil
-            self.logger.info(
+            self.problems[group.key.interface] = nil
+            self.logger.debug(
                 "mDNS records published",
                 metadata: [
-                    "mdns.interface": "\(group.interface)",
+                    "mdns.interface": "\(group.key.interface)", "mdns.group": "\(group.key.name)",
                     "mdns.records": "\(group.records?.count ?? 0)",
                 ])
-        case AVAHI_ENTRY_GROUP_COLLISION, AVAHI_ENTRY_GROUP_FAILURE:
-            // Shared records do not collide; a failure is the daemon's (e.g. out of resources).
+        case AVAHI_ENTRY_GROUP_COLLISION:
+            // Another host answered our probe with other data for a unique record (RFC 6762 §9).
+            let records = group.records ?? []
+            _ = self.collided(group, records: records)
+        case AVAHI_ENTRY_GROUP_FAILURE:
+            // A failure is the daemon's (e.g. out of resources).
             let error = self.client.map { avahi_client_errno($0) } ?? Int32(AVAHI_ERR_FAILURE)
             group.failed = true
-            self.note(group.interface, "avahi-daemon dropped the published records: \(AvahiBackend.errorText(error)); retrying")
+            self.note(group.key.interface, "avahi-daemon dropped the published records: \(AvahiBackend.errorText(error)); retrying")
             self.armTimer()  // re-created there, not inside the group's own callback
         default:
             break
@@ -267,26 +298,29 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     }
 }
 
-/// One interface's entry group. Guarded by the poll lock.
+/// One `MDNSGroup`'s entry group. Guarded by the poll lock.
 private final class PublishedGroup {
     unowned let publisher: AvahiPublisher
-    let interface: String
+    let key: MDNSGroup.Key
     var pointer: OpaquePointer?  // AvahiEntryGroup*
     /// What the daemon was last given to publish in it.
     var records: [MDNSRecord]?
     /// The interface index the records were published on.
     var index: Int32?
     var failed = false
+    /// Its unique records belong to another host; published again only with other records.
+    var collided = false
 
-    init(publisher: AvahiPublisher, interface: String) {
+    init(publisher: AvahiPublisher, key: MDNSGroup.Key) {
         self.publisher = publisher
-        self.interface = interface
+        self.key = key
     }
 
     func reset() {
         if let pointer { avahi_entry_group_reset(pointer) }
         records = nil
         failed = false
+        collided = false
     }
 
     /// Withdraws the records (the daemon sends goodbyes) and frees the group.

@@ -1,10 +1,42 @@
-/// The publishing side of mDNS as the proxy uses it: a few records the proxy itself announces
-/// on some links (the browse-domain PTRs of RFC 6763 §11). Implementation: `AvahiPublisher`.
+import DNSWire
+
+/// Records the proxy publishes together on one interface and withdraws together: the
+/// browse-domain PTRs of RFC 6763 §11, or one far service announced on a client link.
+///
+/// PTR records are shared (RFC 6762 §2: many responders may answer them). Every other record
+/// is unique: the daemon probes for it (§8.1) and reports a collision when another host owns
+/// the name with other data; identical data on several hosts is no conflict (§8.2).
+public struct MDNSGroup: Hashable, Sendable {
+    public struct Key: Hashable, Comparable, Sendable, CustomStringConvertible {
+        public var interface: String
+        /// Tells the groups of one interface apart, e.g. an instance name.
+        public var name: String
+
+        public init(interface: String, name: String) {
+            self.interface = interface
+            self.name = name
+        }
+
+        public static func < (a: Key, b: Key) -> Bool { (a.interface, a.name) < (b.interface, b.name) }
+        public var description: String { "\(name) on \(interface)" }
+    }
+
+    public var key: Key
+    public var records: [MDNSRecord]
+
+    public init(key: Key, records: [MDNSRecord]) {
+        self.key = key
+        self.records = records
+    }
+}
+
+/// The publishing side of mDNS as the proxy uses it. Implementation: `AvahiPublisher`.
 public protocol MDNSPublisher: AnyObject, Sendable {
-    /// Makes `records` what is published, by interface name: records not given any more are
-    /// withdrawn (mDNS goodbyes), new ones announced, an unchanged interface left alone.
-    /// Returns at once; the daemon is told in the background, and again after it restarts.
-    func publish(_ records: [String: [MDNSRecord]])
+    /// Makes `groups` what is published: groups not given any more are withdrawn (mDNS
+    /// goodbyes), new ones announced, a changed one withdrawn and announced again, an
+    /// unchanged one left alone. Returns at once; the daemon is told in the background, and
+    /// again after it restarts.
+    func publish(_ groups: [MDNSGroup])
 
     /// Withdraws everything and lets go of the daemon. Idempotent.
     func shutdown()

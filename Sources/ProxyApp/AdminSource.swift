@@ -12,6 +12,7 @@ struct AdminSource: AdminStatusSource {
     let server: DNSServer
     let backend: AvahiBackend
     let reloader: Reloader
+    let gateway: Gateway
     let startedAt: Date
     let started = ContinuousClock.now
 
@@ -34,7 +35,7 @@ struct AdminSource: AdminStatusSource {
             avahi: AvahiStats(
                 connected: mdns == .running, clients: backend.clientCount, liveQueries: backend.liveQueryCount,
                 reconnects: backend.reconnectCount),
-            proxy: proxy.stats, links: proxy.linkStatus())
+            proxy: proxy.stats, links: proxy.linkStatus(), announcements: gateway.status)
     }
 
     func reload() async -> ReloadResult {

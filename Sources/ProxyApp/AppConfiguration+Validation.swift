@@ -63,6 +63,12 @@ extension AppConfiguration {
                         + "(allow-clients, links[].clients), or it has no address; nothing is announced there")
             }
         }
+        for problem in Announcement.problems(proxyConfiguration(interfaces: interfaces)) {
+            warnings.append("links[].announce: \(problem); nothing is announced there")
+        }
+        if links.contains(where: { !$0.announce.isEmpty }) {
+            warnings += AvahiDaemonSettings.read().gatewayWarnings(for: links.filter { !$0.announce.isEmpty }.map(\.interface))
+        }
         if push.onTCP, let exposed = listen.first(where: { IPPrefix.parseAddress($0.host).map(IPPrefix.isLoopback) != true }) {
             warnings.append(
                 "push.on-tcp: DNS Push sessions are accepted in cleartext on \(exposed): anyone on the path can read and "
@@ -149,6 +155,20 @@ extension AppConfiguration {
             if let hostZone = link.hostZone {
                 errors += validateHostZone(hostZone, of: index, local: local)
             }
+            for (announceIndex, announcement) in link.announce.enumerated() {
+                let announceKey = "\(key).announce[\(announceIndex)].from"
+                if announcement.from == link.domain {
+                    errors.append(ConfigError(key: announceKey, value: "\(announcement.from)",
+                        reason: "this link's own domain: its services are on its link already; name another link's domain"))
+                } else if !links.contains(where: { $0.domain == announcement.from }) {
+                    errors.append(ConfigError(key: announceKey, value: "\(announcement.from)",
+                        reason: "no link has this domain; use one of \(links.map { "\($0.domain)" }.joined(separator: ", "))"))
+                }
+                if link.announce[..<announceIndex].contains(where: { $0.from == announcement.from }) {
+                    errors.append(ConfigError(key: announceKey, value: "\(announcement.from)",
+                        reason: "listed twice; merge the two entries' services"))
+                }
+            }
             for (otherIndex, other) in links.enumerated() where otherIndex < index {
                 if other.interface == link.interface {
                     errors.append(ConfigError(key: key + ".interface", value: link.interface,
@@ -225,7 +245,7 @@ extension AppConfiguration {
             Link(interface: spec.interface, zone: spec.domain,
                 subnets: (spec.subnets ?? interfaces.prefixes[spec.interface] ?? []).filter { !$0.isLinkLocal },
                 services: spec.services, realm: spec.realm, hostZone: spec.hostZone, clients: spec.clients,
-                nameServers: spec.nameServers)
+                nameServers: spec.nameServers, announce: spec.announce)
         }
         var config = ProxyConfiguration(links: links, serverName: effectiveServerName, hostmaster: hostmaster)
         config.nameServers = nameServers
@@ -264,6 +284,7 @@ extension AppConfiguration {
 
     func renderLinks(interfaces: InterfaceTable) -> [String] {
         var lines = ["links:"]
+        let proxyLinks = links.contains { !$0.announce.isEmpty } ? proxyConfiguration(interfaces: interfaces).links : []
         for link in links {
             lines.append("  - interface: \(link.interface)")
             lines.append("    domain: \(Self.yamlQuoted(link.domain))")
@@ -275,16 +296,23 @@ extension AppConfiguration {
             let subnets = link.subnets ?? (interfaces.prefixes[link.interface] ?? []).filter { !$0.isLinkLocal }
             let origin = link.subnets == nil ? "  # detected" : ""
             lines.append("    subnets: [\(subnets.map { "\"\($0)\"" }.joined(separator: ", "))]\(origin)")
-            if let allow = link.services.allow {
-                lines.append("    services:")
-                lines.append("      allow: [\(allow.sorted().joined(separator: ", "))]")
-            }
-            if !link.services.deny.isEmpty {
-                if link.services.allow == nil { lines.append("    services:") }
-                lines.append("      deny: [\(link.services.deny.sorted().joined(separator: ", "))]")
-            }
+            lines += Self.render(link.services, indent: "    ")
             if let realm = link.realm { lines.append("    realm: \(realm)") }
+            if !link.announce.isEmpty { lines.append("    announce:") }
+            for announcement in link.announce {
+                let far = proxyLinks.first { $0.zone == announcement.from }
+                lines.append("      - from: \(Self.yamlQuoted(announcement.from))  # on \(link.interface): \(announcement.effectiveTypes(far: far))")
+                lines += Self.render(announcement.services, indent: "        ")
+            }
         }
         return lines
+    }
+
+    /// `services:` with its allow and deny lists; nothing for an open filter.
+    private static func render(_ filter: ServiceFilter, indent: String) -> [String] {
+        var lines: [String] = []
+        if let allow = filter.allow { lines.append("\(indent)  allow: [\(allow.sorted().joined(separator: ", "))]") }
+        if !filter.deny.isEmpty { lines.append("\(indent)  deny: [\(filter.deny.sorted().joined(separator: ", "))]") }
+        return lines.isEmpty ? [] : ["\(indent)services:"] + lines
     }
 }

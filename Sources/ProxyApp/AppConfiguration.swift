@@ -23,6 +23,8 @@ public struct AppConfiguration: Sendable, Equatable {
         public var clients: [IPPrefix]?
         /// The proxies of its zones (`name-servers`); nil: the top-level `name-servers`.
         public var nameServers: [DNSName]?
+        /// Far links whose services are announced on this link over mDNS (`announce`).
+        public var announce: [Announcement] = []
 
         public init(
             interface: String, domain: DNSName, subnets: [IPPrefix]? = nil, origin: String? = nil,

@@ -28,10 +28,12 @@ struct BrowseDomainAdvertisement: Equatable {
 
     static let browseNames = [try! DNSName("b._dns-sd._udp.local."), try! DNSName("lb._dns-sd._udp.local.")]
 
-    /// The PTR records to publish, by interface.
-    var records: [String: [MDNSRecord]] {
-        zones.mapValues { zones in
-            Self.browseNames.flatMap { name in zones.map { MDNSRecord(name: name, type: .ptr, rdata: $0.wireBytes) } }
+    /// The PTR records to publish, one group per interface.
+    var groups: [MDNSGroup] {
+        zones.sorted { $0.key < $1.key }.map { interface, zones in
+            MDNSGroup(
+                key: MDNSGroup.Key(interface: interface, name: "browse domains"),
+                records: Self.browseNames.flatMap { name in zones.map { MDNSRecord(name: name, type: .ptr, rdata: $0.wireBytes) } })
         }
     }
 }

@@ -234,7 +234,7 @@ struct ConfigReader {
                 errors.append(ConfigError(key: key, value: "\(item)", reason: "expected a mapping with interface and domain"))
                 continue
             }
-            unknownKeys(entry, known: ["interface", "domain", "host-zone", "subnets", "services", "realm", "clients", "name-servers"], prefix: key + ".")
+            unknownKeys(entry, known: ["interface", "domain", "host-zone", "subnets", "services", "realm", "clients", "name-servers", "announce"], prefix: key + ".")
             guard let interface = field(entry, "interface", key: key + ".interface") else {
                 errors.append(ConfigError(key: key + ".interface", reason: "missing"))
                 continue
@@ -245,25 +245,54 @@ struct ConfigReader {
             }
             guard let zone = domain(domainText, key: key + ".domain") else { continue }
             let subnets = entry["subnets"].map { prefixes($0, key: key + ".subnets") }
-            var filter = ServiceFilter()
-            if let services = entry["services"] {
-                if let services = services as? [String: Any] {
-                    unknownKeys(services, known: ["allow", "deny"], prefix: key + ".services.")
-                    filter = ServiceFilter(
-                        allow: services["allow"].map { serviceTypes($0, key: key + ".services.allow") },
-                        deny: services["deny"].map { serviceTypes($0, key: key + ".services.deny") } ?? [])
-                } else {
-                    errors.append(ConfigError(key: key + ".services", value: "\(services)",
-                        reason: "expected a mapping with allow and/or deny lists"))
-                }
-            }
-            links.append(AppConfiguration.LinkSpec(
+            let filter = entry["services"].map { serviceFilter($0, key: key + ".services") } ?? ServiceFilter()
+            var spec = AppConfiguration.LinkSpec(
                 interface: interface, domain: zone, subnets: subnets, origin: key, services: filter,
                 realm: field(entry, "realm", key: key + ".realm"),
                 hostZone: field(entry, "host-zone", key: key + ".host-zone").flatMap { domain($0, key: key + ".host-zone") },
                 clients: entry["clients"].map { prefixes($0, key: key + ".clients") },
-                nameServers: entry["name-servers"].map { nameServers($0, key: key + ".name-servers") }))
+                nameServers: entry["name-servers"].map { nameServers($0, key: key + ".name-servers") })
+            spec.announce = entry["announce"].map { announcements($0, key: key + ".announce") } ?? []
+            links.append(spec)
         }
         return links
+    }
+
+    /// `services: {allow: [...], deny: [...]}`.
+    mutating func serviceFilter(_ value: Any, key: String) -> ServiceFilter {
+        guard let services = value as? [String: Any] else {
+            errors.append(ConfigError(key: key, value: "\(value)", reason: "expected a mapping with allow and/or deny lists"))
+            return ServiceFilter()
+        }
+        unknownKeys(services, known: ["allow", "deny"], prefix: key + ".")
+        return ServiceFilter(
+            allow: services["allow"].map { serviceTypes($0, key: key + ".allow") },
+            deny: services["deny"].map { serviceTypes($0, key: key + ".deny") } ?? [])
+    }
+
+    /// `announce: [{from: lab1.example., services: {allow: [...], deny: [...]}}]`.
+    mutating func announcements(_ value: Any, key: String) -> [Announcement] {
+        guard let items = value as? [Any] else {
+            errors.append(ConfigError(key: key, value: "\(value)",
+                reason: "expected a list of {from: <another link's domain>, services: {allow: [...]}} entries"))
+            return []
+        }
+        var announcements: [Announcement] = []
+        for (index, item) in items.enumerated() {
+            let key = "\(key)[\(index)]"
+            guard let entry = item as? [String: Any] else {
+                errors.append(ConfigError(key: key, value: "\(item)", reason: "expected a mapping with from (another link's domain)"))
+                continue
+            }
+            unknownKeys(entry, known: ["from", "services"], prefix: key + ".")
+            guard let text = field(entry, "from", key: key + ".from") else {
+                errors.append(ConfigError(key: key + ".from", reason: "missing: the domain of the link whose services are announced"))
+                continue
+            }
+            guard let from = domain(text, key: key + ".from") else { continue }
+            announcements.append(Announcement(
+                from: from, services: entry["services"].map { serviceFilter($0, key: key + ".services") } ?? ServiceFilter()))
+        }
+        return announcements
     }
 }

@@ -7,6 +7,7 @@ import Logging
 import MDNS
 import Prometheus
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 /// A failure to start: printed as one line, exit status 1 (port in use, no permission,
@@ -141,9 +142,11 @@ public struct ProxyApplication: Sendable {
                     "advertising browse domains over mDNS",
                     metadata: ["mdns.interface": "\(interface)", "link.zones": "\(zones.map(\.description).joined(separator: ","))"])
             }
-            publisher.publish(advertisement.records)
+            publisher.publish(advertisement.groups)
         }
         advertise(configuration, interfaces)
+        let gateway = try makeGateway(proxy: proxy)
+        defer { gateway.shutdown() }
         let reloader = Reloader(
             load: reload, proxy: proxy, running: configuration, logger: logger, onApply: advertise)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
@@ -159,7 +162,8 @@ public struct ProxyApplication: Sendable {
         }
         if let admin = configuration.admin {
             let source = AdminSource(
-                proxy: proxy, server: server, backend: backend, reloader: reloader, startedAt: Date())
+                proxy: proxy, server: server, backend: backend, reloader: reloader, gateway: gateway.gateway,
+                startedAt: Date())
             let logger = self.logger
             services.append(.init(service: makeAdminServer(
                 host: admin.host, port: admin.port, source: source, registry: registry, logger: logger,
@@ -182,6 +186,23 @@ public struct ProxyApplication: Sendable {
             throw StartupError("\(error)")
         }
         logger.info("shut down", metadata: ["proxy.stats": "\(proxy.stats)"])
+    }
+
+    /// The mDNS gateway (`links[].announce`), on an avahi connection of its own; it connects
+    /// only once something is announced. Its shutdown leaves the browses; the publisher's
+    /// (deferred here) withdraws the announcements with goodbyes.
+    private func makeGateway(proxy: DiscoveryProxy) throws -> GatewayHandle {
+        let collisions = CollisionForwarder()
+        let publisher: AvahiPublisher
+        do {
+            publisher = try AvahiPublisher(logger: logger, onCollision: { collisions.forward($0) })
+        } catch {
+            throw StartupError("cannot start the avahi client: \(error)")
+        }
+        let gateway = Gateway(proxy: proxy, publisher: publisher, scheduler: DispatchScheduler(), logger: logger)
+        collisions.gateway.withLock { $0 = gateway }
+        gateway.start()
+        return GatewayHandle(gateway: gateway, publisher: publisher)
     }
 
     /// The TLS listener for DNS Push, when `push.listen` is set; logs the certificate's fingerprint.
@@ -213,4 +234,22 @@ public struct ProxyApplication: Sendable {
         guard let user = UnprivilegedUser.lookup(name) else { throw StartupError("user: \"\(name)\": no such user") }
         return user
     }
+}
+
+/// The gateway and its publisher, shut down together: the browses are left first, then the
+/// announcements withdrawn.
+struct GatewayHandle: Sendable {
+    let gateway: Gateway
+    let publisher: AvahiPublisher
+
+    func shutdown() {
+        gateway.shutdown()
+        publisher.shutdown()
+    }
+}
+
+/// Hands the publisher's collisions (on avahi's poll thread) to the gateway created after it.
+private final class CollisionForwarder: Sendable {
+    let gateway = Mutex<Gateway?>(nil)
+    func forward(_ key: MDNSGroup.Key) { gateway.withLock { $0 }?.collided(key) }
 }

@@ -51,12 +51,12 @@ struct BrowseDomainAdvertisementTests {
     @Test("the records are b and lb PTRs in .local with the zone's wire form as RDATA")
     func records() throws {
         let config = configuration("advertise-browse-domains: [print0]")
-        let records = BrowseDomainAdvertisement(configuration: config, interfaces: interfaces).records
+        let groups = BrowseDomainAdvertisement(configuration: config, interfaces: interfaces).groups
         let zone = try DNSName("printers.example.")
-        #expect(records == ["print0": [
+        #expect(groups == [MDNSGroup(key: MDNSGroup.Key(interface: "print0", name: "browse domains"), records: [
             MDNSRecord(name: try DNSName("b._dns-sd._udp.local."), type: .ptr, rdata: zone.wireBytes),
             MDNSRecord(name: try DNSName("lb._dns-sd._udp.local."), type: .ptr, rdata: zone.wireBytes),
-        ]])
+        ])])
     }
 
     @Test("a subnet outside allow-clients is not told of any zone, and the warning says so")

@@ -184,6 +184,55 @@ struct ConfigurationTests {
         #expect(badName.validate(interfaces: interfaces).contains { $0.key == "private-realms" && $0.value == "a b" })
     }
 
+    @Test("gateway policy: links[].announce parsed, checked against the links, printed and read back")
+    func announce() throws {
+        let yaml = """
+            links:
+              - {interface: eth1, domain: lab1.example.}
+              - interface: eth2
+                domain: lab2.example.
+                announce:
+                  - from: lab1.example.
+                    services: {allow: [_ipp._tcp, _airplay._tcp], deny: [_ssh._tcp]}
+            server-name: ns.example.
+            """
+        let (config, errors) = AppConfiguration.parse(yaml: yaml)
+        #expect(errors.isEmpty, "\(errors)")
+        #expect(config.validate(interfaces: interfaces).isEmpty)
+        let announcement = try #require(config.proxyConfiguration(interfaces: interfaces).links[1].announce.first)
+        #expect(announcement.from == (try DNSName("lab1.example.")))
+        #expect(announcement.services.permits("_ipp._tcp") && !announcement.services.permits("_ssh._tcp"))
+        let printed = config.render(interfaces: interfaces)
+        #expect(printed.contains("    announce:\n      - from: 'lab1.example.'  # on eth2: _airplay._tcp, _ipp._tcp\n        services:\n          allow: [_airplay._tcp, _ipp._tcp]\n          deny: [_ssh._tcp]"))
+        #expect(AppConfiguration.parse(yaml: printed).0.links.map(\.announce) == config.links.map(\.announce))
+
+        var wrong = config
+        wrong.links[1].announce = [Announcement(from: try DNSName("lab3.example.")), Announcement(from: try DNSName("lab2.example."))]
+        #expect(wrong.validate(interfaces: interfaces).map(\.description) == [
+            "links[1].announce[0].from: \"lab3.example.\": no link has this domain; use one of lab1.example., lab2.example.",
+            "links[1].announce[1].from: \"lab2.example.\": this link's own domain: its services are on its link already; name another link's domain",
+        ])
+        var hidden = config
+        hidden.links[0].clients = [IPPrefix("192.0.2.0/24")!]
+        #expect(hidden.warnings(interfaces: interfaces).contains {
+            $0.hasPrefix("links[].announce: eth2: announce from lab1.example.: lab1.example.'s clients view hides it")
+        })
+        let avahi = AvahiDaemonSettings.parse("""
+            [server]
+            allow-interfaces=eth1, eth3
+            [publish]
+            # disable-publishing=yes
+            """, path: "/etc/avahi/avahi-daemon.conf")
+        #expect(avahi.gatewayWarnings(for: ["eth2"]) == [
+            "links[].announce: avahi-daemon does not serve eth2 (allow-interfaces/deny-interfaces in /etc/avahi/avahi-daemon.conf): "
+                + "nothing can be announced there; add it to allow-interfaces and restart avahi-daemon"
+        ])
+        #expect(AvahiDaemonSettings.parse("[publish]\ndisable-publishing=yes\n", path: "x").gatewayWarnings(for: ["eth2"]).count == 1)
+        #expect(AvahiDaemonSettings.parse("[server]\nuse-ipv6=yes\n", path: "x").gatewayWarnings(for: ["eth2"]).isEmpty)
+        let (_, missing) = AppConfiguration.parse(yaml: "links: [{interface: eth1, domain: a.example., announce: [{services: {}}]}]\n")
+        #expect(missing.map(\.key) == ["links[0].announce[0].from"])
+    }
+
     @Test("a host-name zone per link: LDH only, no overlap, printed and read back (RFC 8766 §5.3)")
     func hostZone() throws {
         let (config, errors) = AppConfiguration.parse(yaml: """

@@ -195,6 +195,14 @@ def _knows_flag(binary, flag):
     return flag in _FLAGS[binary]
 
 
+def teardown(lab, names, namespaces):
+    """Stop a side lab's processes (in order) and delete its namespaces."""
+    for name in names:
+        lab.stop_proc(name)
+    for ns in namespaces:
+        run(["ip", "netns", "del", ns], check=False)
+
+
 def kill_pid(pid, sig=signal.SIGTERM):
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)

@@ -135,10 +135,7 @@ class AdvertiseLab:
                 sorted(last.get("v", ())), sorted(want), self.lab.log_text("adv-proxy", 40)))
 
     def stop(self):
-        for name in ("adv-proxy", "adv-avahi-c", "adv-avahi-r", "adv-dbus-c", "adv-dbus-r"):
-            self.lab.stop_proc(name)
-        for ns in (NS_AR, NS_AC):
-            L.run(["ip", "netns", "del", ns], check=False)
+        L.teardown(self.lab, ("adv-proxy", "adv-avahi-c", "adv-avahi-r", "adv-dbus-c", "adv-dbus-r"), (NS_AR, NS_AC))
 
 
 @pytest.fixture(scope="module")

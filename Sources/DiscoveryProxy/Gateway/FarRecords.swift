@@ -1,0 +1,169 @@
+import DNSWire
+
+/// A name and type one route follows (zone form, as subscribed).
+struct RecordKey: Hashable, Sendable {
+    var name: DNSName
+    var type: RRType
+}
+
+/// A far service as one client link will see it, before naming (`AnnouncementNames`).
+struct FarService: Hashable, Sendable {
+    /// The instance label as on the far link.
+    var instance: [UInt8]
+    /// `_ipp`, `_tcp`.
+    var typeLabels: [[UInt8]]
+    var priority: UInt16
+    var weight: UInt16
+    var port: UInt16
+    /// The SRV target's labels before the far link's zone (or host zone).
+    var host: [[UInt8]]
+    /// RDATA as mDNS delivered it (RFC 8766 §5.5.1: byte-exact).
+    var txt: [UInt8]
+    /// The target's addresses (4 or 16 octets), IPv4 first, sorted.
+    var addresses: [[UInt8]]
+
+    var type: String { typeLabels.map { String(decoding: $0, as: UTF8.self) }.joined(separator: ".").lowercased() }
+}
+
+/// What one route knows of its far link: the RDATA sets its subscriptions were pushed
+/// (RFC 8765 §6.3), and what follows from them: which names to follow next (types, then
+/// instances, then their hosts) and which services are complete enough to announce.
+struct FarRecords: Sendable {
+    private(set) var sets: [RecordKey: Set<[UInt8]>] = [:]
+
+    mutating func apply(_ change: PushChange, to key: RecordKey) {
+        if change.isAddition {
+            guard change.type == key.type || key.type == .any else { return }
+            sets[RecordKey(name: key.name, type: change.type), default: []].insert(change.rdata)
+        } else if change.ttl == PushChange.removeSetTTL {
+            if change.type == .any {
+                for stored in sets.keys where stored.name == key.name { sets[stored] = nil }
+            } else {
+                sets[RecordKey(name: key.name, type: change.type)] = nil
+            }
+        } else {
+            let stored = RecordKey(name: key.name, type: change.type)
+            sets[stored]?.remove(change.rdata)
+            if sets[stored]?.isEmpty == true { sets[stored] = nil }
+        }
+    }
+
+    mutating func drop(_ key: RecordKey) { sets[key] = nil }
+
+    /// The names to follow for `route`: the service types (from the allow lists, or from
+    /// `_services._dns-sd._udp`, RFC 6763 §9), each type's PTR, each instance's SRV and TXT,
+    /// each SRV target's A and AAAA.
+    func wanted(_ route: AnnouncementRoute) -> Set<RecordKey> {
+        let zone = route.far.zone
+        var wanted: Set<RecordKey> = []
+        let typeNames = self.typeNames(route)
+        if Self.allowList(route) == nil, let enumeration = try? zone.prepending(Self.servicesLabels) {
+            wanted.insert(RecordKey(name: enumeration, type: .ptr))
+        }
+        for typeName in typeNames {
+            wanted.insert(RecordKey(name: typeName, type: .ptr))
+            for instance in instances(of: typeName) {
+                wanted.insert(RecordKey(name: instance, type: .srv))
+                wanted.insert(RecordKey(name: instance, type: .txt))
+                for target in targets(of: instance, route) {
+                    wanted.insert(RecordKey(name: target, type: .a))
+                    wanted.insert(RecordKey(name: target, type: .aaaa))
+                }
+            }
+        }
+        return wanted
+    }
+
+    /// The complete services: an instance with an SRV whose target has at least one address
+    /// native to the far link. Sorted, so that output is deterministic.
+    func services(_ route: AnnouncementRoute) -> [FarService] {
+        var services: [FarService] = []
+        for typeName in typeNames(route) {
+            guard let typeLabels = typeName.labels(before: route.far.zone) else { continue }
+            for instance in instances(of: typeName) {
+                guard let label = instance.labels.first,
+                    let srv = sets[RecordKey(name: instance, type: .srv)]?.sorted(by: Self.ordered).first,
+                    case .srv(let priority, let weight, let port, let target)? = try? RData(type: .srv, wire: srv),
+                    let host = hostLabels(target, route)
+                else { continue }
+                let addresses = (sets[RecordKey(name: target, type: .a)] ?? []).union(sets[RecordKey(name: target, type: .aaaa)] ?? [])
+                    .filter { Self.isNative($0, to: route.far) }
+                    .sorted { $0.count != $1.count ? $0.count < $1.count : Self.ordered($0, $1) }  // A before AAAA
+                guard !addresses.isEmpty else { continue }
+                let txt = sets[RecordKey(name: instance, type: .txt)]?.sorted(by: Self.ordered).first ?? [0]
+                services.append(FarService(
+                    instance: label, typeLabels: typeLabels, priority: priority, weight: weight, port: port,
+                    host: host, txt: txt, addresses: addresses))
+            }
+        }
+        return services.sorted { $0.type != $1.type ? $0.type < $1.type : $0.instance.lexicographicallyPrecedes($1.instance) }
+    }
+
+    /// The anti-echo rule: an address is native to a link when it lies in one of the link's
+    /// subnets (any, when none are known). An announcement another router made on this link
+    /// carries a third link's addresses, so it is never taken for this link's own service and
+    /// announced again (docs/ARCHITECTURE.md, "Gateway for mDNS-only clients"). Link-local
+    /// addresses never cross a router (RFC 8766 §5.5.2, RFC 3927 §2.6.2).
+    static func isNative(_ address: [UInt8], to link: Link) -> Bool {
+        guard address.count == 4 || address.count == 16, !IPPrefix.isLinkLocal(address) else { return false }
+        return link.subnets.isEmpty || link.subnets.contains { $0.contains(address) }
+    }
+
+    // MARK: Names
+
+    static let servicesLabels = ["_services", "_dns-sd", "_udp"].map { Array($0.utf8) }
+
+    /// The allow list in force: the route's and the far link's, intersected; nil when neither has one.
+    static func allowList(_ route: AnnouncementRoute) -> [String]? {
+        let lists = [route.services.allow, route.far.services.allow].compactMap { $0 }
+        guard let first = lists.first else { return nil }
+        return first.filter { type in lists.allSatisfy { $0.contains(type) } }.sorted()
+    }
+
+    private func typeNames(_ route: AnnouncementRoute) -> [DNSName] {
+        let zone = route.far.zone
+        let types: [String]
+        if let allowed = Self.allowList(route) {
+            types = allowed
+        } else {
+            guard let enumeration = try? zone.prepending(Self.servicesLabels) else { return [] }
+            types = (sets[RecordKey(name: enumeration, type: .ptr)] ?? []).compactMap { rdata -> String? in
+                guard case .ptr(let name)? = try? RData(type: .ptr, wire: rdata),
+                    let relative = name.labels(before: zone), relative.count == 2
+                else { return nil }
+                return ServiceFilter.serviceType(of: relative)
+            }
+        }
+        return Set(types).filter(route.permits).sorted().compactMap { type in
+            try? zone.prepending(type.split(separator: ".").map { Array($0.utf8) })
+        }
+    }
+
+    private func instances(of typeName: DNSName) -> [DNSName] {
+        (sets[RecordKey(name: typeName, type: .ptr)] ?? []).compactMap { rdata -> DNSName? in
+            guard case .ptr(let instance)? = try? RData(type: .ptr, wire: rdata),
+                instance.labels(before: typeName)?.count == 1
+            else { return nil }
+            return instance
+        }.sorted { $0.description < $1.description }
+    }
+
+    private func targets(of instance: DNSName, _ route: AnnouncementRoute) -> [DNSName] {
+        (sets[RecordKey(name: instance, type: .srv)] ?? []).compactMap { rdata -> DNSName? in
+            guard case .srv(_, _, _, let target)? = try? RData(type: .srv, wire: rdata),
+                hostLabels(target, route) != nil
+            else { return nil }
+            return target
+        }
+    }
+
+    /// A target's labels before the far link's host zone or zone; nil outside them.
+    private func hostLabels(_ target: DNSName, _ route: AnnouncementRoute) -> [[UInt8]]? {
+        for zone in [route.far.hostZone, route.far.zone].compactMap({ $0 }) {
+            if let relative = target.labels(before: zone), !relative.isEmpty { return relative }
+        }
+        return nil
+    }
+
+    private static func ordered(_ a: [UInt8], _ b: [UInt8]) -> Bool { a.lexicographicallyPrecedes(b) }
+}

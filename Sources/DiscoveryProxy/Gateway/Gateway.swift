@@ -1,0 +1,293 @@
+import DNSWire
+import Logging
+import MDNS
+import Metrics
+import Synchronization
+
+/// One route of the gateway as the admin endpoint shows it.
+public struct AnnouncementStatus: Sendable, Codable, Equatable {
+    /// The client link's interface.
+    public var interface: String
+    /// The far link's zone.
+    public var from: String
+    /// The instances announced, as named on the client link (`My Printer._ipp._tcp`, not escaped).
+    public var instances: [String]
+
+    public init(interface: String, from: String, instances: [String]) {
+        self.interface = interface
+        self.from = from
+        self.instances = instances
+    }
+}
+
+/// The mDNS gateway: announces far links' services on client links over mDNS, for clients
+/// that browse `.local` only (`links[].announce`; docs/ARCHITECTURE.md, "Gateway for
+/// mDNS-only clients").
+///
+/// Each route (client link × far link) follows its far link through the proxy's own DNS Push
+/// subscriptions, made as a client of the client link: the same shared browses as unicast
+/// queries and Push (one avahi browse however many client links), and the same ACL, view,
+/// service filter, link-local and private-realm rules. What the routes know becomes
+/// `MDNSGroup`s, one per announced instance and one per host, handed to the publisher.
+///
+/// Pushed changes and collisions arrive on any thread; they are queued and handled together
+/// `settle` later on the scheduler, one pass at a time, which also paces announcements.
+public final class Gateway: Sendable {
+    /// How long changes gather before the next pass (announcement pacing).
+    public static let settle: Duration = .milliseconds(100)
+
+    private let proxy: DiscoveryProxy
+    private let publisher: any MDNSPublisher
+    private let scheduler: any ProxyScheduler
+    private let logger: Logger
+    private let inbox = Mutex(Inbox())
+    private let model = Mutex(Model())
+
+    private struct Inbox {
+        var changes: [(sink: RouteSink, subscription: UInt16, changes: [PushChange])] = []
+        var collisions: [MDNSGroup.Key] = []
+        var reconfigure = true
+        var armed = false
+        var shutDown = false
+    }
+
+    private struct Model {
+        var routes: [RouteState] = []
+        var nextSession = 0
+        /// Collisions seen per service group (the far instance's identity): its rename level.
+        var renames: [MDNSGroup.Key: Int] = [:]
+        var published: [MDNSGroup] = []
+        var status: [AnnouncementStatus] = []
+        var problems: [String] = []
+    }
+
+    /// One route and what it follows. `sink` tells its pushes from an older route's.
+    private struct RouteState {
+        var route: AnnouncementRoute
+        var sink: RouteSink
+        var session: Int
+        var records = FarRecords()
+        var subscriptions: [RecordKey: (id: UInt16, keys: [BrowseKey])] = [:]
+        var keysByID: [UInt16: RecordKey] = [:]
+        var nextID: UInt16 = 0
+    }
+
+    public init(proxy: DiscoveryProxy, publisher: any MDNSPublisher, scheduler: any ProxyScheduler, logger: Logger) {
+        self.proxy = proxy
+        self.publisher = publisher
+        self.scheduler = scheduler
+        self.logger = logger
+        proxy.onReconfigure { [weak self] _ in self?.reconfigure() }
+    }
+
+    /// Reads the routes from the proxy's configuration (at start and after each reload).
+    public func start() { arm { $0.reconfigure = true } }
+
+    func reconfigure() { arm { $0.reconfigure = true } }
+
+    /// The publisher found `key`'s name taken on its link: the far instance is renamed.
+    public func collided(_ key: MDNSGroup.Key) { arm { $0.collisions.append(key) } }
+
+    /// Leaves every browse; the publisher's shutdown withdraws the records (goodbyes).
+    public func shutdown() {
+        inbox.withLock { $0.shutDown = true }
+        let routes = model.withLock { model -> [RouteState] in
+            defer { model.routes = [] }
+            return model.routes
+        }
+        for route in routes { leave(route) }
+    }
+
+    /// What is announced where, for the status page and `/api/services`.
+    public var status: [AnnouncementStatus] { model.withLock { $0.status } }
+
+    /// Why configured announcements do not run (for logs and `--check-config`).
+    public var problems: [String] { model.withLock { $0.problems } }
+
+    fileprivate func deliver(_ changes: [PushChange], subscription: UInt16, from sink: RouteSink) {
+        arm { $0.changes.append((sink, subscription, changes)) }
+    }
+
+    private func arm(_ update: (inout Inbox) -> Void) {
+        let schedule = inbox.withLock { inbox -> Bool in
+            guard !inbox.shutDown else { return false }
+            update(&inbox)
+            defer { inbox.armed = true }
+            return !inbox.armed
+        }
+        if schedule { scheduler.schedule(after: Self.settle) { [weak self] in self?.pass() } }
+    }
+
+    // MARK: The pass
+
+    private func pass() {
+        let batch = inbox.withLock { inbox -> Inbox? in
+            guard !inbox.shutDown else { return nil }
+            defer {
+                inbox.changes = []
+                inbox.collisions = []
+                inbox.reconfigure = false
+                inbox.armed = false
+            }
+            return inbox
+        }
+        guard let batch else { return }
+        let groups = model.withLock { model -> [MDNSGroup]? in
+            if batch.reconfigure { rebuild(&model) }
+            for (sink, subscription, changes) in batch.changes {
+                guard let index = model.routes.firstIndex(where: { $0.sink === sink }),
+                    let key = model.routes[index].keysByID[subscription]
+                else { continue }
+                for change in changes { model.routes[index].records.apply(change, to: key) }
+            }
+            for key in batch.collisions {
+                if let collided = model.published.first(where: { $0.key == key }) { proxy.forgetOwnPublication(collided) }
+                model.renames[key, default: 0] += 1
+                Counter(label: "gateway_renames_total", dimensions: [("link", key.interface)]).increment()
+                logger.info("mDNS gateway: name taken on the link, renaming the far instance", metadata: [
+                    "mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)",
+                    "gateway.renames": "\(model.renames[key] ?? 0)",
+                ])
+            }
+            for index in model.routes.indices { follow(&model.routes[index]) }
+            let (groups, status) = Self.groups(model.routes, renames: model.renames)
+            guard groups != model.published else { return nil }
+            Self.count(from: model.status, to: status)
+            model.published = groups
+            model.status = status
+            return groups
+        }
+        guard let groups else { return }
+        proxy.ownPublications(groups)
+        publisher.publish(groups)
+    }
+
+    private func rebuild(_ model: inout Model) {
+        let (routes, problems) = AnnouncementRoute.routes(proxy.configuration)
+        for problem in problems where !model.problems.contains(problem) {
+            logger.warning("mDNS gateway: \(problem)")
+        }
+        model.problems = problems
+        var kept: [RouteState] = []
+        for state in model.routes {
+            if routes.contains(state.route) { kept.append(state) } else { leave(state) }
+        }
+        for route in routes where !kept.contains(where: { $0.route == route }) {
+            model.nextSession += 1
+            // Negative session numbers: never one of PushService's.
+            kept.append(RouteState(route: route, sink: RouteSink(gateway: self), session: -model.nextSession))
+            logger.info("mDNS gateway: announcing", metadata: [
+                "gateway.client": "\(route.client.interface)", "gateway.from": "\(route.far.zone)",
+                "gateway.types": "\(FarRecords.allowList(route)?.joined(separator: ",") ?? "all shared")",
+            ])
+        }
+        model.routes = kept
+        let live = Set(kept.map(\.route.client.interface))
+        model.renames = model.renames.filter { live.contains($0.key.interface) }
+    }
+
+    /// Subscribes what the route's records call for and leaves what they no longer do,
+    /// until nothing changes (a type brings instances, an instance its host).
+    private func follow(_ state: inout RouteState) {
+        for _ in 0..<4 {
+            let wanted = state.records.wanted(state.route)
+            let current = Set(state.subscriptions.keys)
+            guard wanted != current else { return }
+            for key in current.subtracting(wanted) {
+                if let subscription = state.subscriptions.removeValue(forKey: key) {
+                    state.keysByID[subscription.id] = nil
+                    for browse in subscription.keys { proxy.unsubscribe(from: browse, session: state.session, id: subscription.id) }
+                }
+                state.records.drop(key)
+            }
+            for key in wanted.subtracting(current).sorted(by: { $0.name.description < $1.name.description }) {
+                repeat { state.nextID &+= 1 } while state.keysByID[state.nextID] != nil || state.nextID == 0
+                let id = state.nextID
+                let request = PushSubscribe(name: key.name, type: key.type)
+                let outcome = proxy.subscribe(
+                    request, session: state.session, id: id, client: state.route.clientAddress, sink: state.sink)
+                guard case .subscribed(let initial, let keys) = outcome else { continue }
+                state.subscriptions[key] = (id, keys)
+                state.keysByID[id] = key
+                for change in initial { state.records.apply(change, to: key) }
+            }
+        }
+    }
+
+    private func leave(_ state: RouteState) {
+        for subscription in state.subscriptions.values {
+            for browse in subscription.keys { proxy.unsubscribe(from: browse, session: state.session, id: subscription.id) }
+        }
+    }
+
+    // MARK: Records
+
+    static let servicesName = try! DNSName("_services._dns-sd._udp.local.")
+
+    /// What every route's complete services become on their client links: one group per
+    /// instance (PTR, type enumeration PTR, SRV, TXT) and one per host (A, AAAA).
+    private static func groups(
+        _ routes: [RouteState], renames: [MDNSGroup.Key: Int]
+    ) -> ([MDNSGroup], [AnnouncementStatus]) {
+        var groups: [MDNSGroup.Key: [MDNSRecord]] = [:]
+        var status: [AnnouncementStatus] = []
+        for state in routes {
+            let route = state.route
+            var announced: [String] = []
+            defer {
+                status.append(AnnouncementStatus(
+                    interface: route.client.interface, from: "\(route.far.zone)", instances: announced))
+            }
+            for service in state.records.services(route) {
+                guard let host = AnnouncementNames.host(service.host, far: route.far),
+                    let typeName = try? DNSName(labels: service.typeLabels + [Array("local".utf8)])
+                else { continue }
+                let key = MDNSGroup.Key(
+                    interface: route.client.interface,
+                    name: "\(service.type) \(String(decoding: service.instance, as: UTF8.self)) from \(route.far.zone)")
+                let label = AnnouncementNames.instance(service.instance, far: route.far, renames: renames[key] ?? 0)
+                guard let instance = try? typeName.prepending([label]),
+                    let srv = try? RData.srv(priority: service.priority, weight: service.weight, port: service.port, target: host).wireBytes()
+                else { continue }
+                announced.append(String(decoding: label, as: UTF8.self) + "." + service.type)
+                groups[key] = [
+                    MDNSRecord(name: typeName, type: .ptr, rdata: instance.wireBytes),
+                    MDNSRecord(name: servicesName, type: .ptr, rdata: typeName.wireBytes),
+                    MDNSRecord(name: instance, type: .srv, rdata: srv),
+                    MDNSRecord(name: instance, type: .txt, rdata: service.txt),
+                ]
+                let hostKey = MDNSGroup.Key(interface: route.client.interface, name: "host \(host)")
+                var addresses = groups[hostKey] ?? []
+                for address in service.addresses {
+                    let record = MDNSRecord(name: host, type: address.count == 4 ? .a : .aaaa, rdata: address)
+                    if !addresses.contains(record) { addresses.append(record) }
+                }
+                groups[hostKey] = addresses
+            }
+        }
+        return (groups.sorted { $0.key < $1.key }.map { MDNSGroup(key: $0.key, records: $0.value) }, status)
+    }
+
+    /// `gateway_announced_instances{link}` and `gateway_withdrawn_total{link}`.
+    private static func count(from old: [AnnouncementStatus], to new: [AnnouncementStatus]) {
+        var before: [String: Set<String>] = [:]
+        var after: [String: Set<String>] = [:]
+        for route in old { before[route.interface, default: []].formUnion(route.instances.map { route.from + " " + $0 }) }
+        for route in new { after[route.interface, default: []].formUnion(route.instances.map { route.from + " " + $0 }) }
+        for interface in Set(before.keys).union(after.keys) {
+            let now = after[interface] ?? []
+            Gauge(label: "gateway_announced_instances", dimensions: [("link", interface)]).record(now.count)
+            let gone = (before[interface] ?? []).subtracting(now).count
+            if gone > 0 { Counter(label: "gateway_withdrawn_total", dimensions: [("link", interface)]).increment(by: gone) }
+        }
+    }
+}
+
+/// A route's Push sink: hands pushes to the gateway's next pass.
+private final class RouteSink: PushSink {
+    weak let gateway: Gateway?
+    init(gateway: Gateway) { self.gateway = gateway }
+    func deliver(_ changes: [PushChange], subscription: UInt16) {
+        gateway?.deliver(changes, subscription: subscription, from: self)
+    }
+}

@@ -1,0 +1,190 @@
+import DNSWire
+@testable import DiscoveryProxy
+import Logging
+import MDNS
+import Synchronization
+import Testing
+
+/// Keeps what the gateway asked to publish, and plays avahi's collisions back.
+final class CapturePublisher: MDNSPublisher {
+    private let box = Mutex<(groups: [MDNSGroup], calls: Int)>(([], 0))
+    func publish(_ groups: [MDNSGroup]) { box.withLock { $0 = (groups, $0.calls + 1) } }
+    func shutdown() { box.withLock { $0.groups = [] } }
+    var groups: [MDNSGroup] { box.withLock { $0.groups } }
+    var calls: Int { box.withLock { $0.calls } }
+    func group(_ name: String, on interface: String = "eth2") -> MDNSGroup? {
+        groups.first { $0.key == MDNSGroup.Key(interface: interface, name: name) }
+    }
+}
+
+@Suite("mDNS gateway: far services announced on a client link")
+struct GatewayTests {
+    static let printer = "_ipp._tcp Printer from lab1.example."
+    let txt: [UInt8] = [6] + Array("rp=ipp".utf8) + [0] + [3] + Array("a=b".utf8)
+
+    func harness(_ services: ServiceFilter = ServiceFilter(allow: ["_ipp._tcp"])) -> (Harness, Gateway, CapturePublisher) {
+        let h = Harness { config in
+            config.links[1].announce = [Announcement(from: try! DNSName("lab1.example."), services: services)]
+        }
+        let publisher = CapturePublisher()
+        let gateway = Gateway(proxy: h.proxy, publisher: publisher, scheduler: h.clock, logger: Logger(label: "test"))
+        gateway.start()
+        h.clock.advance(by: .milliseconds(100))
+        return (h, gateway, publisher)
+    }
+
+    /// Announces Printer on lab1 with `addresses` and lets every browse settle.
+    func announcePrinter(_ h: Harness, addresses: [RData]) {
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try! DNSName("Printer._ipp._tcp.local.")))
+        h.clock.advance(by: .milliseconds(200))
+
+        h.backend.add("Printer._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try! DNSName("printer.local.")))
+        h.backend.add("Printer._ipp._tcp.local.", .txt, .txt(txt))
+        h.clock.advance(by: .milliseconds(200))
+        for address in addresses {
+            if case .a = address { h.backend.add("printer.local.", .a, address) } else { h.backend.add("printer.local.", .aaaa, address) }
+        }
+        h.clock.advance(by: .seconds(7))  // past the usable-target recheck (RFC 8766 §5.5.2)
+    }
+
+    @Test("a far instance becomes PTR, SRV, TXT (byte-exact) and its host's routable addresses on the client link")
+    func announces() throws {
+        let (h, gateway, publisher) = harness()
+        #expect(h.backend.live.contains(MDNSQuestion(interface: "eth1", name: try DNSName("_ipp._tcp.local."), type: .ptr)))
+        announcePrinter(h, addresses: [.a([192, 0, 2, 7]), .a([169, 254, 1, 1]), .aaaa([0x20, 0x01, 0x0D, 0xB8, 0, 1] + Array(repeating: 0, count: 9) + [7])])
+        let service = try #require(publisher.group(Self.printer))
+        let host = try DNSName("printer-lab1.local.")
+        let instance = try DNSName("Printer._ipp._tcp.local.")
+        #expect(service.records == [
+            MDNSRecord(name: try DNSName("_ipp._tcp.local."), type: .ptr, rdata: instance.wireBytes),
+            MDNSRecord(name: try DNSName("_services._dns-sd._udp.local."), type: .ptr, rdata: try DNSName("_ipp._tcp.local.").wireBytes),
+            MDNSRecord(name: instance, type: .srv, rdata: try RData.srv(priority: 0, weight: 0, port: 631, target: host).wireBytes()),
+            MDNSRecord(name: instance, type: .txt, rdata: txt),
+        ])
+        let addresses = try #require(publisher.group("host printer-lab1.local."))
+        #expect(addresses.records.map(\.rdata) == [[192, 0, 2, 7], [0x20, 0x01, 0x0D, 0xB8, 0, 1] + Array(repeating: 0, count: 9) + [7]],
+            "no link-local address crosses the router")
+        #expect(publisher.groups.allSatisfy { $0.key.interface == "eth2" }, "one direction: nothing announced on lab1")
+        withExtendedLifetime(gateway) {}
+    }
+
+    @Test("a type the policy does not allow is never browsed or announced")
+    func deniedType() throws {
+        let (h, gateway, publisher) = harness(ServiceFilter(allow: ["_ipp._tcp"], deny: ["_http._tcp"]))
+        #expect(!h.backend.started.contains { $0.name.description.hasPrefix("_http") })
+        #expect(!h.backend.started.contains { $0.name.description.hasPrefix("_services") }, "an allow list needs no enumeration")
+        #expect(publisher.groups.isEmpty)
+        withExtendedLifetime(gateway) {}
+    }
+
+    @Test("without an allow list the types come from _services._dns-sd._udp, minus the denied ones")
+    func enumeratedTypes() throws {
+        let (h, gateway, publisher) = harness(ServiceFilter(deny: ["_http._tcp"]))
+        h.backend.add("_services._dns-sd._udp.local.", .ptr, .ptr(try DNSName("_ipp._tcp.local.")))
+        h.backend.add("_services._dns-sd._udp.local.", .ptr, .ptr(try DNSName("_http._tcp.local.")))
+        h.clock.advance(by: .milliseconds(200))
+        #expect(h.backend.live.contains { $0.name.description == "_ipp._tcp.local." })
+        #expect(!h.backend.started.contains { $0.name.description == "_http._tcp.local." })
+        announcePrinter(h, addresses: [.a([192, 0, 2, 7])])
+        #expect(publisher.group(Self.printer) != nil)
+        withExtendedLifetime(gateway) {}
+    }
+
+    @Test("goodbye: a far instance that leaves is withdrawn; a TXT change is republished")
+    func leavesAndChanges() throws {
+        let (h, gateway, publisher) = harness()
+        announcePrinter(h, addresses: [.a([192, 0, 2, 7])])
+        let changed: [UInt8] = [6] + Array("rp=new".utf8)
+        h.backend.remove("Printer._ipp._tcp.local.", .txt, .txt(txt))
+        h.backend.add("Printer._ipp._tcp.local.", .txt, .txt(changed))
+        h.clock.advance(by: .milliseconds(200))
+        #expect(publisher.group(Self.printer)?.records.last?.rdata == changed)
+        h.backend.remove("_ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")))
+        h.clock.advance(by: .milliseconds(200))
+        #expect(publisher.groups.isEmpty, "the instance and its host are withdrawn")
+        withExtendedLifetime(gateway) {}
+    }
+
+    @Test("anti-echo: an instance whose addresses are not in the far link's subnets is someone's announcement, not announced again")
+    func echo() throws {
+        let (h, gateway, publisher) = harness()
+        announcePrinter(h, addresses: [.a([198, 51, 100, 9])])
+        #expect(publisher.groups.isEmpty)
+        withExtendedLifetime(gateway) {}
+    }
+
+    @Test("a name taken on the client link: the far instance is renamed \"Name (lab1)\", then \"Name (lab1 2)\"")
+    func collision() throws {
+        let (h, gateway, publisher) = harness()
+        announcePrinter(h, addresses: [.a([192, 0, 2, 7])])
+        let key = MDNSGroup.Key(interface: "eth2", name: Self.printer)
+        gateway.collided(key)
+        h.clock.advance(by: .milliseconds(100))
+        #expect(publisher.group(Self.printer)?.records.last?.name == (try DNSName("Printer (lab1)._ipp._tcp.local.")))
+        gateway.collided(key)
+        h.clock.advance(by: .milliseconds(100))
+        #expect(publisher.group(Self.printer)?.records.last?.name == (try DNSName("Printer (lab1 2)._ipp._tcp.local.")))
+    }
+
+    @Test("the far link's view hides it from the client link: no route, no browse")
+    func view() throws {
+        let h = Harness { config in
+            config.links[0].clients = [IPPrefix("192.0.2.0/24")!]
+            config.links[1].announce = [Announcement(from: try! DNSName("lab1.example."))]
+        }
+        let publisher = CapturePublisher()
+        let gateway = Gateway(proxy: h.proxy, publisher: publisher, scheduler: h.clock, logger: Logger(label: "test"))
+        gateway.start()
+        h.clock.advance(by: .milliseconds(100))
+        #expect(h.backend.started.isEmpty)
+        #expect(gateway.problems.first?.contains("view hides it") == true)
+    }
+
+    @Test("reload without the policy withdraws the announcements and leaves the browses")
+    func reload() throws {
+        let (h, gateway, publisher) = harness()
+        announcePrinter(h, addresses: [.a([192, 0, 2, 7])])
+        #expect(!publisher.groups.isEmpty)
+        var config = h.proxy.configuration
+        config.links[1].announce = []
+        h.proxy.reconfigure(config)
+        h.clock.advance(by: .milliseconds(100))
+        #expect(publisher.groups.isEmpty)
+        #expect(h.proxy.subscriptionCount == 0)
+        withExtendedLifetime(gateway) {}
+    }
+
+    @Test("the proxy's own announcements never show in the client link's unicast answers; a local service there does")
+    func ownRecordsHidden() throws {
+        let (h, gateway, publisher) = harness()
+        announcePrinter(h, addresses: [.a([192, 0, 2, 7])])
+        let service = try #require(publisher.group(Self.printer))
+        h.ask("_ipp._tcp.lab2.example.", .ptr)
+        // avahi's browser on eth2 sees what the proxy published there, and a local printer.
+        h.backend.emit(.added(service.records[0]), name: "_ipp._tcp.local.", type: .ptr, interface: "eth2")
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("Local._ipp._tcp.local.")), interface: "eth2")
+        h.clock.advance(by: .seconds(1))
+        let answer = try #require(h.ask("_ipp._tcp.lab2.example.", .ptr).message)
+        #expect(answer.answers.map(\.rdata) == [.ptr(try DNSName("Local._ipp._tcp.lab2.example."))])
+        // The name was taken on eth2: that PTR is the local responder's too, and is shown.
+        gateway.collided(service.key)
+        h.clock.advance(by: .milliseconds(100))
+        h.backend.emit(.added(service.records[0]), name: "_ipp._tcp.local.", type: .ptr, interface: "eth2")
+        h.clock.advance(by: .seconds(1))
+        let after = try #require(h.ask("_ipp._tcp.lab2.example.", .ptr).message)
+        #expect(Set(after.answers.map(\.rdata)) == [
+            .ptr(try DNSName("Local._ipp._tcp.lab2.example.")), .ptr(try DNSName("Printer._ipp._tcp.lab2.example.")),
+        ])
+    }
+
+    @Test("host and instance names: deterministic, one label, at most 63 octets")
+    func names() throws {
+        let far = Link(interface: "eth1", zone: try DNSName("lab1.example."))
+        #expect(AnnouncementNames.host([Array("printer".utf8), Array("sub".utf8)], far: far) == (try DNSName("printer-sub-lab1.local.")))
+        let long = Array(repeating: UInt8(ascii: "x"), count: 70)
+        #expect(AnnouncementNames.host([long], far: far)?.labels.first?.count == 63)
+        let accented = Array(repeating: UInt8(ascii: "a"), count: 54) + Array("é".utf8) + Array("zz".utf8)
+        let renamed = AnnouncementNames.instance(accented, far: far, renames: 1)
+        #expect(renamed.count <= 63 && String(validating: renamed, as: UTF8.self) != nil, "cut at a character boundary")
+    }
+}

@@ -1,0 +1,307 @@
+"""The mDNS gateway (issue 26): `links[].announce` publishes a far link's allowed services on
+a client link over mDNS, through the router's avahi-daemon, for clients that never ask
+unicast DNS: avahi-daemon with wide-area browsing off (as Debian ships it) and a
+python-zeroconf ServiceBrowser.
+
+A topology of its own, beside the session lab::
+
+    NS_GF [dgf-r 192.0.2.10/24]       avahi-daemon responder (host gwfar): Gw Printer
+       |  veth (far link,              (_ipp._tcp 631), Gw Web (_http._tcp, not allowed),
+       |   lab1.example.)              Shared Name (_ipp._tcp 632); a TCP listener on 631
+    NS_GR [dgr-f 192.0.2.1/24]        proxy on 127.0.0.1:5320, avahi-daemon (publishing on,
+          [dgr-c 198.51.100.1/24]     own D-Bus), IPv4 forwarding
+       |  veth (client link, lab2.example., announce: from lab1.example., allow _ipp._tcp)
+    NS_GC [dgc-r 198.51.100.10/24]    avahi-daemon (own D-Bus, wide-area off) publishing its
+                                      own Shared Name (_ipp._tcp 9); python-zeroconf browser
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+import lab as L
+
+NS_GR, NS_GF, NS_GC = L.NS_PREFIX + "gr", L.NS_PREFIX + "gf", L.NS_PREFIX + "gc"
+PORT = 5320
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY = "/usr/bin/python3"
+
+FAR_TXT = [b"rp=printers/gw", b"note=far link", b"flag"]
+FAR_SERVICES = [
+    ("Gw Printer", "_ipp._tcp", 631, [], FAR_TXT),
+    ("Gw Web", "_http._tcp", 80, [], [b"path=/"]),
+    ("Shared Name", "_ipp._tcp", 632, [], [b"rp=far"]),
+]
+CLIENT_SERVICES = [("Shared Name", "_ipp._tcp", 9, [], [b"rp=local"])]
+
+CONFIG = """\
+server-name: ns.example.
+listen: ["127.0.0.1:%(port)d"]
+admin: "127.0.0.1:%(admin)d"
+inventory-interval: 0
+log-level: debug
+links:
+  - interface: dgr-f
+    domain: lab1.example.
+  - interface: dgr-c
+    domain: lab2.example.
+    announce:
+      - from: lab1.example.
+        services: {allow: [_ipp._tcp]}
+"""
+
+LISTENER = r"""
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("192.0.2.10", 631))
+s.listen(8)
+while True:
+    c, _ = s.accept()
+    c.sendall(b"far printer\n")
+    c.close()
+"""
+
+
+class GatewayLab:
+    def __init__(self, lab):
+        self.lab = lab
+        self.dbus_r = "unix:path=%s/gw-r-dbus.sock" % lab.dir
+        self.dbus_c = "unix:path=%s/gw-c-dbus.sock" % lab.dir
+        self.config = os.path.join(lab.dir, "gateway.yaml")
+        self.far_dir = None
+
+    def start(self):
+        for ns in (NS_GR, NS_GF, NS_GC):
+            L.run(["ip", "netns", "del", ns], check=False)  # left by a run that was killed
+            L.run(["ip", "netns", "add", ns])
+            L.nsrun(ns, ["ip", "link", "set", "lo", "up"])
+        L.nsrun(NS_GR, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
+        for rif, ns, fif, rv4, fv4 in (("dgr-f", NS_GF, "dgf-r", "192.0.2.1", "192.0.2.10"),
+                                       ("dgr-c", NS_GC, "dgc-r", "198.51.100.1", "198.51.100.10")):
+            L.run(["ip", "link", "add", rif, "netns", NS_GR, "type", "veth", "peer", "name", fif, "netns", ns])
+            for n, ifn, v4 in ((NS_GR, rif, rv4), (ns, fif, fv4)):
+                L.nsrun(n, ["ip", "addr", "add", v4 + "/24", "dev", ifn])
+                L.nsrun(n, ["ip", "link", "set", ifn, "multicast", "on", "up"])
+            L.nsrun(ns, ["ip", "route", "add", "default", "via", rv4])
+        self.lab.spawn_dbus(NS_GR, "gw-dbus-r", self.dbus_r)
+        self.lab.spawn_dbus(NS_GC, "gw-dbus-c", self.dbus_c)
+        self.lab.spawn_avahi(NS_GR, "gw-avahi-r",
+                             self.lab._avahi_conf("gw-router", ["dgr-f", "dgr-c"], True, publish=True),
+                             (), self.dbus_r)
+        self.lab.wait_avahi_on_bus(NS_GR, "gw-avahi-r", self.dbus_r)
+        self.start_far_avahi()
+        self.lab.spawn_avahi(NS_GC, "gw-avahi-c",
+                             self.lab._avahi_conf("gw-client", ["dgc-r"], True, publish=True),
+                             CLIENT_SERVICES, self.dbus_c)
+        self.lab.wait_avahi_on_bus(NS_GC, "gw-avahi-c", self.dbus_c)
+        self.lab.spawn(NS_GF, [PY, "-c", LISTENER], "gw-listener")
+        with open(self.config, "w") as f:
+            f.write(CONFIG % {"port": PORT, "admin": PORT + 3000})
+
+    def start_far_avahi(self):
+        self.lab.spawn_avahi(NS_GF, "gw-avahi-f",
+                             self.lab._avahi_conf("gwfar", ["dgf-r"], False, publish=True), FAR_SERVICES)
+        self.far_dir = os.path.join(self.lab.dir, "gw-avahi-f", "services")
+
+    def start_proxy(self):
+        cmd = [self.lab.proxy_bin(), "--config", self.config]
+        proc = self.lab.spawn(NS_GR, cmd, "gw-proxy", env_extra={"DBUS_SYSTEM_BUS_ADDRESS": self.dbus_r})
+
+        def soa_ok():
+            self.lab.check_alive("gw-proxy")
+            import dns.message
+            import dns.query
+            q = dns.message.make_query("lab1.example.", "SOA")
+            with L.netns(NS_GR):
+                return dns.query.udp(q, "127.0.0.1", port=PORT, timeout=1).answer
+        L.wait_for(soa_ok, 30, interval=0.3, what="the gateway proxy to answer")
+        return proc
+
+    def browse(self, stype="_ipp._tcp", seconds=3):
+        """python-zeroconf on the client link: {instance label: resolved info}."""
+        r = L.nsrun(NS_GC, [PY, os.path.join(HERE, "gateway_browser.py"), "198.51.100.10", stype, str(seconds)],
+                    check=False, timeout=60)
+        found = {}
+        for line in r.stdout.splitlines():
+            info = json.loads(line)
+            found[info["name"].split("." + stype)[0]] = info
+        return found
+
+    def avahi_browse(self, stype):
+        """avahi-browse -r on the client link (its own avahi-daemon): {name: resolved line fields}."""
+        env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.dbus_c)
+        r = L.nsrun(NS_GC, ["avahi-browse", "-r", "-t", "-p", stype], check=False, env=env, timeout=30)
+        found = {}
+        for line in r.stdout.splitlines():
+            f = line.split(";")
+            if f[0] == "=" and f[2] == "IPv4":
+                found[L.avahi_unescape(f[3])] = {"host": f[6], "address": f[7], "port": int(f[8]), "txt": f[9]}
+        return found
+
+    def wait_browse(self, pred, what, stype="_ipp._tcp", timeout=30):
+        last = {}
+
+        def ok():
+            last["v"] = self.browse(stype)
+            return pred(last["v"])
+        try:
+            L.wait_for(ok, timeout, interval=0.5, what=what)
+        except TimeoutError:
+            raise AssertionError("%s: the client browsed %s; proxy log:\n%s" % (
+                what, sorted(last.get("v", {})), self.lab.log_text("gw-proxy", 60)))
+        return last["v"]
+
+    def get(self, path):
+        """GET from the proxy's admin endpoint (inside NS_GR)."""
+        import urllib.request
+        with L.netns(NS_GR):
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (PORT + 3000, path), timeout=5) as r:
+                return r.read().decode()
+
+    def unicast_ptr(self, name):
+        """The PTR targets the proxy answers for `name` (a unicast client of the proxy)."""
+        import dns.message
+        import dns.query
+        q = dns.message.make_query(name, "PTR")
+        with L.netns(NS_GR):
+            r = dns.query.udp(q, "127.0.0.1", port=PORT, timeout=3)
+        return sorted(str(rr.target) for rrset in r.answer for rr in rrset)
+
+    def stop(self):
+        L.teardown(self.lab, ("gw-proxy", "gw-listener", "gw-avahi-c", "gw-avahi-f", "gw-avahi-r", "gw-dbus-c", "gw-dbus-r"),
+                   (NS_GR, NS_GF, NS_GC))
+
+
+@pytest.fixture(scope="module")
+def gw(lab):
+    g = GatewayLab(lab)
+    try:
+        g.start()
+        g.start_proxy()
+        yield g
+    finally:
+        g.stop()
+
+
+def _wire_txt(strings):
+    return b"".join(bytes([len(s)]) + s for s in strings)
+
+
+def test_mdns_only_clients_find_the_far_printer_and_reach_it(gw, lab):
+    """python-zeroconf and avahi (wide-area off) on the client link find Gw Printer with its
+    port, its TXT byte-exact and its routable address, and a TCP connection to that address
+    and port reaches the far listener through the router."""
+    found = gw.wait_browse(lambda f: f.get("Gw Printer", {}).get("resolved"), "Gw Printer on the client link")
+    printer = found["Gw Printer"]
+    assert printer["port"] == 631
+    assert printer["server"] == "gwfar-lab1.local.", printer
+    assert printer["addresses"] == ["192.0.2.10"], printer
+    # avahi publishes a static service's TXT strings in the file's order.
+    assert bytes.fromhex(printer["txt"]) == _wire_txt(FAR_TXT), printer
+    seen = gw.avahi_browse("_ipp._tcp")
+    assert seen["Gw Printer"]["port"] == 631 and seen["Gw Printer"]["address"] == "192.0.2.10", seen
+    with L.netns(NS_GC):
+        with socket.create_connection((printer["addresses"][0], printer["port"]), timeout=5) as s:
+            assert s.recv(64) == b"far printer\n"
+    api = json.loads(gw.get("/api/services"))
+    routes = [r for r in api["announcements"] if r["interface"] == "dgr-c"]
+    assert routes and routes[0]["from"] == "lab1.example." and "Gw Printer._ipp._tcp" in routes[0]["instances"], api["announcements"]
+    assert 'gateway_announced_instances{link="dgr-c"} 2' in gw.get("/metrics")
+    assert "Announced on dgr-c" in gw.get("/")
+
+
+def test_own_announcements_stay_out_of_the_client_links_unicast_answers(gw, lab):
+    """The router's avahi-daemon sees what the proxy published on the client link like any
+    responder's records; lab2.example.'s unicast answers list the client link's own Shared
+    Name, never the announced far instances."""
+    gw.wait_browse(lambda f: "Gw Printer" in f and "Shared Name (lab1)" in f, "the announcements on the client link")
+    seen = {}
+
+    def local_listed():
+        seen["v"] = gw.unicast_ptr("_ipp._tcp.lab2.example.")
+        return "Shared\\032Name._ipp._tcp.lab2.example." in seen["v"]
+    try:
+        L.wait_for(local_listed, 15, what="the client link's own Shared Name in lab2.example.")
+    except TimeoutError:
+        raise AssertionError("lab2.example. lists %s; proxy log:\n%s" % (seen.get("v"), lab.log_text("gw-proxy", 80)))
+    time.sleep(2)
+    assert gw.unicast_ptr("_ipp._tcp.lab2.example.") == ["Shared\\032Name._ipp._tcp.lab2.example."]
+    assert "Gw\\032Printer._ipp._tcp.lab1.example." in gw.unicast_ptr("_ipp._tcp.lab1.example.")
+
+
+def test_reload_withdraws_and_avahi_restart_reannounces(gw, lab):
+    gw.wait_browse(lambda f: "Gw Printer" in f, "Gw Printer on the client link")
+    # avahi-daemon on the router restarts: the gateway's publisher reconnects by itself.
+    lab.stop_proc("gw-avahi-r")
+    gw.wait_browse(lambda f: "Gw Printer" not in f, "the announcements gone with the router's avahi", timeout=20)
+    lab.spawn_avahi(NS_GR, "gw-avahi-r", lab._avahi_conf("gw-router", ["dgr-f", "dgr-c"], True, publish=True),
+                    (), gw.dbus_r)
+    gw.wait_browse(lambda f: "Gw Printer" in f, "Gw Printer announced again after avahi's restart", timeout=40)
+    # A reload without the policy withdraws everything (goodbyes); with it, announces again.
+    with open(gw.config) as f:
+        text = f.read()
+    with open(gw.config, "w") as f:
+        f.write(text.replace("    announce:\n      - from: lab1.example.\n        services: {allow: [_ipp._tcp]}\n", ""))
+    L.kill_pid(lab.procs["gw-proxy"].pid, signal.SIGHUP)
+    gw.wait_browse(lambda f: "Gw Printer" not in f and "Shared Name (lab1)" not in f, "withdrawn on reload", timeout=15)
+    with open(gw.config, "w") as f:
+        f.write(text)
+    L.kill_pid(lab.procs["gw-proxy"].pid, signal.SIGHUP)
+    gw.wait_browse(lambda f: "Gw Printer" in f, "announced again on reload")
+
+
+def test_a_type_not_allowed_never_appears(gw, lab):
+    gw.wait_browse(lambda f: "Gw Printer" in f, "Gw Printer on the client link")
+    assert gw.browse("_http._tcp", seconds=4) == {}
+    assert "Gw Web" not in gw.avahi_browse("_http._tcp")
+
+
+def test_a_name_taken_on_the_client_link_renames_the_far_instance_the_same_way_after_restart(gw, lab):
+    """RFC 6762 §9: the client link's own Shared Name keeps its name and records; the far one
+    is announced as "Shared Name (lab1)", again after a proxy restart."""
+    def both(found):
+        return "Shared Name (lab1)" in found and found.get("Shared Name", {}).get("port") == 9
+    found = gw.wait_browse(both, "the local Shared Name and the renamed far one")
+    assert found["Shared Name (lab1)"]["port"] == 632
+    assert bytes.fromhex(found["Shared Name"]["txt"]) == _wire_txt([b"rp=local"])
+    lab.stop_proc("gw-proxy")
+    gw.wait_browse(lambda f: "Shared Name (lab1)" not in f and "Gw Printer" not in f,
+                   "the announcements withdrawn at shutdown", timeout=15)
+    gw.start_proxy()
+    found = gw.wait_browse(both, "the same rename after a restart")
+    assert found["Shared Name (lab1)"]["port"] == 632
+
+
+def test_a_far_service_that_leaves_is_gone_from_the_client_within_3_s(gw, lab):
+    gw.wait_browse(lambda f: "Gw Printer" in f, "Gw Printer on the client link")
+    out = os.path.join(lab.dir, "gw-watch.log")
+    with open(out, "w") as f:
+        watch = subprocess.Popen(["ip", "netns", "exec", NS_GC, PY, os.path.join(HERE, "gateway_browser.py"),
+                                  "198.51.100.10", "_ipp._tcp", "watch"], stdout=f, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+    try:
+        L.wait_for(lambda: "+ Gw Printer" in open(out).read(), 15, what="the watcher to see Gw Printer")
+        # Drop Gw Printer from the far responder: avahi reloads its services on SIGHUP and
+        # sends the goodbye.
+        for name in os.listdir(gw.far_dir):
+            path = os.path.join(gw.far_dir, name)
+            if "Gw Printer" in open(path).read():
+                os.remove(path)
+        t0 = time.time()
+        L.kill_pid(lab.procs["gw-avahi-f"].pid, signal.SIGHUP)
+        L.wait_for(lambda: "- Gw Printer" in open(out).read(), 10, what="Gw Printer removed on the client")
+        line = [x for x in open(out).read().splitlines() if x.startswith("- Gw Printer")][0]
+        gone = float(line.split()[-1]) - t0
+        print("far goodbye to removal on the client: %.2f s" % gone)
+        assert gone <= 3.0, gone
+    finally:
+        L.kill_pid(watch.pid, signal.SIGTERM)
+        watch.wait(5)
+        lab.stop_proc("gw-avahi-f")
+        gw.start_far_avahi()
