@@ -5,14 +5,17 @@ python-zeroconf ServiceBrowser.
 
 A topology of its own, beside the session lab::
 
-    NS_GF [dgf-r 192.0.2.10/24]       avahi-daemon responder (host gwfar): Gw Printer
-       |  veth (far link,              (_ipp._tcp 631), Gw Web (_http._tcp, not allowed),
-       |   lab1.example.)              Shared Name (_ipp._tcp 632); a TCP listener on 631
-    NS_GR [dgr-f 192.0.2.1/24]        proxy on 127.0.0.1:5320, avahi-daemon (publishing on,
-          [dgr-c 198.51.100.1/24]     own D-Bus), IPv4 forwarding
-       |  veth (client link, lab2.example., announce: from lab1.example., allow _ipp._tcp)
-    NS_GC [dgc-r 198.51.100.10/24]    avahi-daemon (own D-Bus, wide-area off) publishing its
-                                      own Shared Name (_ipp._tcp 9); python-zeroconf browser
+    NS_GF [bridge br-f 192.0.2.10/24]       avahi-daemon responder (host gwfar): Gw Printer
+       |  (far link, lab1.example.)          (_ipp._tcp 631), Gw Web (_http._tcp, not allowed),
+       |                                     Shared Name (_ipp._tcp 632); a TCP listener on 631
+    NS_GR [dgr-f 192.0.2.1/24]              proxy on 127.0.0.1:5320, avahi-daemon (publishing on,
+          [dgr-c 198.51.100.1/24]           own D-Bus), IPv4 forwarding
+       |  (client link, lab2.example., announce: from lab1.example., allow _ipp._tcp)
+    NS_GC [bridge br-c 198.51.100.10/24]    avahi-daemon (own D-Bus, wide-area off) publishing its
+                                            own Shared Name (_ipp._tcp 9); python-zeroconf browser
+
+`GatewayLab(lab, routers=2)` adds a second router, NS_GR2 (192.0.2.2, 198.51.100.2), on the
+same two links with the same configuration: the HA pair of test_gateway_ha.py.
 """
 
 import json
@@ -26,7 +29,7 @@ import pytest
 
 import lab as L
 
-NS_GR, NS_GF, NS_GC = L.NS_PREFIX + "gr", L.NS_PREFIX + "gf", L.NS_PREFIX + "gc"
+NS_GR, NS_GR2, NS_GF, NS_GC = L.NS_PREFIX + "gr", L.NS_PREFIX + "gr2", L.NS_PREFIX + "gf", L.NS_PREFIX + "gc"
 PORT = 5320
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"
@@ -69,35 +72,49 @@ while True:
 
 
 class GatewayLab:
-    def __init__(self, lab):
+    def __init__(self, lab, routers=1):
         self.lab = lab
-        self.dbus_r = "unix:path=%s/gw-r-dbus.sock" % lab.dir
+        # namespace, process name prefix, far-link address, client-link address
+        self.routers = [(NS_GR, "gw", "192.0.2.1", "198.51.100.1"),
+                        (NS_GR2, "gw2", "192.0.2.2", "198.51.100.2")][:routers]
         self.dbus_c = "unix:path=%s/gw-c-dbus.sock" % lab.dir
         self.config = os.path.join(lab.dir, "gateway.yaml")
         self.far_dir = None
 
+    def router_dbus(self, prefix):
+        return "unix:path=%s/%s-r-dbus.sock" % (self.lab.dir, prefix)
+
     def start(self):
-        for ns in (NS_GR, NS_GF, NS_GC):
+        namespaces = [r[0] for r in self.routers] + [NS_GF, NS_GC]
+        for ns in namespaces:
             L.run(["ip", "netns", "del", ns], check=False)  # left by a run that was killed
             L.run(["ip", "netns", "add", ns])
             L.nsrun(ns, ["ip", "link", "set", "lo", "up"])
-        L.nsrun(NS_GR, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
-        for rif, ns, fif, rv4, fv4 in (("dgr-f", NS_GF, "dgf-r", "192.0.2.1", "192.0.2.10"),
-                                       ("dgr-c", NS_GC, "dgc-r", "198.51.100.1", "198.51.100.10")):
-            L.run(["ip", "link", "add", rif, "netns", NS_GR, "type", "veth", "peer", "name", fif, "netns", ns])
-            for n, ifn, v4 in ((NS_GR, rif, rv4), (ns, fif, fv4)):
-                L.nsrun(n, ["ip", "addr", "add", v4 + "/24", "dev", ifn])
-                L.nsrun(n, ["ip", "link", "set", ifn, "multicast", "on", "up"])
-            L.nsrun(ns, ["ip", "route", "add", "default", "via", rv4])
-        self.lab.spawn_dbus(NS_GR, "gw-dbus-r", self.dbus_r)
+        # The two links are bridges, so that more than one router can attach to each (no
+        # multicast snooping: mDNS must reach every port).
+        for ns, br, v4 in ((NS_GF, "br-f", "192.0.2.10"), (NS_GC, "br-c", "198.51.100.10")):
+            L.nsrun(ns, ["ip", "link", "add", br, "type", "bridge", "mcast_snooping", "0"])
+            L.nsrun(ns, ["ip", "addr", "add", v4 + "/24", "dev", br])
+            L.nsrun(ns, ["ip", "link", "set", br, "multicast", "on", "up"])
+        for index, (ns, prefix, far_v4, client_v4) in enumerate(self.routers):
+            L.nsrun(ns, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
+            for rif, peer_ns, br, v4 in (("dgr-f", NS_GF, "br-f", far_v4), ("dgr-c", NS_GC, "br-c", client_v4)):
+                peer = "%s-%d" % (rif, index)
+                L.run(["ip", "link", "add", rif, "netns", ns, "type", "veth", "peer", "name", peer, "netns", peer_ns])
+                L.nsrun(peer_ns, ["ip", "link", "set", peer, "master", br, "up"])
+                L.nsrun(ns, ["ip", "addr", "add", v4 + "/24", "dev", rif])
+                L.nsrun(ns, ["ip", "link", "set", rif, "multicast", "on", "up"])
+            self.lab.spawn_dbus(ns, prefix + "-dbus-r", self.router_dbus(prefix))
+            self.lab.spawn_avahi(ns, prefix + "-avahi-r",
+                                 self.lab._avahi_conf(prefix + "-router", ["dgr-f", "dgr-c"], True, publish=True),
+                                 (), self.router_dbus(prefix))
+            self.lab.wait_avahi_on_bus(ns, prefix + "-avahi-r", self.router_dbus(prefix))
+        L.nsrun(NS_GF, ["ip", "route", "add", "default", "via", "192.0.2.1"])
+        L.nsrun(NS_GC, ["ip", "route", "add", "default", "via", "198.51.100.1"])
         self.lab.spawn_dbus(NS_GC, "gw-dbus-c", self.dbus_c)
-        self.lab.spawn_avahi(NS_GR, "gw-avahi-r",
-                             self.lab._avahi_conf("gw-router", ["dgr-f", "dgr-c"], True, publish=True),
-                             (), self.dbus_r)
-        self.lab.wait_avahi_on_bus(NS_GR, "gw-avahi-r", self.dbus_r)
         self.start_far_avahi()
         self.lab.spawn_avahi(NS_GC, "gw-avahi-c",
-                             self.lab._avahi_conf("gw-client", ["dgc-r"], True, publish=True),
+                             self.lab._avahi_conf("gw-client", ["br-c"], True, publish=True),
                              CLIENT_SERVICES, self.dbus_c)
         self.lab.wait_avahi_on_bus(NS_GC, "gw-avahi-c", self.dbus_c)
         self.lab.spawn(NS_GF, [PY, "-c", LISTENER], "gw-listener")
@@ -106,21 +123,22 @@ class GatewayLab:
 
     def start_far_avahi(self):
         self.lab.spawn_avahi(NS_GF, "gw-avahi-f",
-                             self.lab._avahi_conf("gwfar", ["dgf-r"], False, publish=True), FAR_SERVICES)
+                             self.lab._avahi_conf("gwfar", ["br-f"], False, publish=True), FAR_SERVICES)
         self.far_dir = os.path.join(self.lab.dir, "gw-avahi-f", "services")
 
-    def start_proxy(self):
+    def start_proxy(self, router=0):
+        ns, prefix, _f, _c = self.routers[router]
         cmd = [self.lab.proxy_bin(), "--config", self.config]
-        proc = self.lab.spawn(NS_GR, cmd, "gw-proxy", env_extra={"DBUS_SYSTEM_BUS_ADDRESS": self.dbus_r})
+        proc = self.lab.spawn(ns, cmd, prefix + "-proxy", env_extra={"DBUS_SYSTEM_BUS_ADDRESS": self.router_dbus(prefix)})
 
         def soa_ok():
-            self.lab.check_alive("gw-proxy")
+            self.lab.check_alive(prefix + "-proxy")
             import dns.message
             import dns.query
             q = dns.message.make_query("lab1.example.", "SOA")
-            with L.netns(NS_GR):
+            with L.netns(ns):
                 return dns.query.udp(q, "127.0.0.1", port=PORT, timeout=1).answer
-        L.wait_for(soa_ok, 30, interval=0.3, what="the gateway proxy to answer")
+        L.wait_for(soa_ok, 30, interval=0.3, what="the gateway proxy in %s to answer" % ns)
         return proc
 
     def browse(self, stype="_ipp._tcp", seconds=3):
@@ -157,10 +175,10 @@ class GatewayLab:
                 what, sorted(last.get("v", {})), self.lab.log_text("gw-proxy", 60)))
         return last["v"]
 
-    def get(self, path):
-        """GET from the proxy's admin endpoint (inside NS_GR)."""
+    def get(self, path, router=0):
+        """GET from a router's proxy's admin endpoint."""
         import urllib.request
-        with L.netns(NS_GR):
+        with L.netns(self.routers[router][0]):
             with urllib.request.urlopen("http://127.0.0.1:%d%s" % (PORT + 3000, path), timeout=5) as r:
                 return r.read().decode()
 
@@ -174,8 +192,9 @@ class GatewayLab:
         return sorted(str(rr.target) for rrset in r.answer for rr in rrset)
 
     def stop(self):
-        L.teardown(self.lab, ("gw-proxy", "gw-listener", "gw-avahi-c", "gw-avahi-f", "gw-avahi-r", "gw-dbus-c", "gw-dbus-r"),
-                   (NS_GR, NS_GF, NS_GC))
+        names = [p + n for _ns, p, _f, _c in self.routers for n in ("-proxy", "-avahi-r", "-dbus-r")]
+        L.teardown(self.lab, names + ["gw-listener", "gw-avahi-c", "gw-avahi-f", "gw-dbus-c"],
+                   [r[0] for r in self.routers] + [NS_GF, NS_GC])
 
 
 @pytest.fixture(scope="module")
@@ -241,7 +260,7 @@ def test_reload_withdraws_and_avahi_restart_reannounces(gw, lab):
     lab.stop_proc("gw-avahi-r")
     gw.wait_browse(lambda f: "Gw Printer" not in f, "the announcements gone with the router's avahi", timeout=20)
     lab.spawn_avahi(NS_GR, "gw-avahi-r", lab._avahi_conf("gw-router", ["dgr-f", "dgr-c"], True, publish=True),
-                    (), gw.dbus_r)
+                    (), gw.router_dbus("gw"))
     gw.wait_browse(lambda f: "Gw Printer" in f, "Gw Printer announced again after avahi's restart", timeout=40)
     # A reload without the policy withdraws everything (goodbyes); with it, announces again.
     with open(gw.config) as f:
