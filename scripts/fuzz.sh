@@ -13,7 +13,8 @@
 # FUZZ_OPTIMIZE=1 adds -O to the Swift flags (DEBUG, @testable and the sanitizers stay; dso runs
 # 2-3 times as many executions per second; switching it on or off recompiles every Swift module).
 # FUZZ_ASAN=0 leaves AddressSanitizer out (scratch .build-fuzz-noasan): Swift's own checks
-# (bounds, overflow, exclusivity) and the harness's invariants stay; dso runs about N times faster.
+# (bounds, overflow, exclusivity) and the harness's invariants stay; dso runs about 3 times faster
+# (about 730 against 250 executions/s per worker on this 2-core machine).
 # Not run by CI: CI runs only the unit tests (scripts/test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."

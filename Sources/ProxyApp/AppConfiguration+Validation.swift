@@ -303,6 +303,9 @@ extension AppConfiguration {
                 let far = proxyLinks.first { $0.zone == announcement.from }
                 lines.append("      - from: \(Self.yamlQuoted(announcement.from))  # on \(link.interface): \(announcement.effectiveTypes(far: far))")
                 lines += Self.render(announcement.services, indent: "        ")
+                if !announcement.subtypes.isEmpty {
+                    lines.append("        subtypes: [\(announcement.subtypes.joined(separator: ", "))]")
+                }
             }
         }
         return lines

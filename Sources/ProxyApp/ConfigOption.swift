@@ -284,14 +284,25 @@ struct ConfigReader {
                 errors.append(ConfigError(key: key, value: "\(item)", reason: "expected a mapping with from (another link's domain)"))
                 continue
             }
-            unknownKeys(entry, known: ["from", "services"], prefix: key + ".")
+            unknownKeys(entry, known: ["from", "services", "subtypes"], prefix: key + ".")
             guard let text = field(entry, "from", key: key + ".from") else {
                 errors.append(ConfigError(key: key + ".from", reason: "missing: the domain of the link whose services are announced"))
                 continue
             }
             guard let from = domain(text, key: key + ".from") else { continue }
+            let subtypes = entry["subtypes"].map { value in
+                list(value, key: key + ".subtypes", expected: "a list of subtypes like _universal._sub._ipp._tcp",
+                    element: "a subtype like _universal._sub._ipp._tcp (RFC 6763 §7.1)") { text -> String? in
+                    let parts = text.lowercased().split(separator: ".", omittingEmptySubsequences: false)
+                    guard parts.count == 4, parts[0].hasPrefix("_"), (2...63).contains(parts[0].count), parts[1] == "_sub",
+                        parts[2].hasPrefix("_"), (2...16).contains(parts[2].count), parts[3] == "_tcp" || parts[3] == "_udp"
+                    else { return nil }
+                    return text
+                } ?? []
+            } ?? []
             announcements.append(Announcement(
-                from: from, services: entry["services"].map { serviceFilter($0, key: key + ".services") } ?? ServiceFilter()))
+                from: from, services: entry["services"].map { serviceFilter($0, key: key + ".services") } ?? ServiceFilter(),
+                subtypes: subtypes))
         }
         return announcements
     }

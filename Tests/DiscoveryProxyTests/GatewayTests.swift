@@ -68,6 +68,27 @@ struct GatewayTests {
         withExtendedLifetime(gateway) {}
     }
 
+    @Test("a named subtype: its PTR is followed, and its instances get the subtype PTR (RFC 6763 §7.1)")
+    func subtypes() throws {
+        let h = Harness { config in
+            config.links[1].announce = [Announcement(
+                from: try! DNSName("lab1.example."), services: ServiceFilter(allow: ["_ipp._tcp"]),
+                subtypes: ["_universal._sub._ipp._tcp", "_x._sub._http._tcp"])]
+        }
+        let publisher = CapturePublisher()
+        let gateway = Gateway(proxy: h.proxy, publisher: publisher, scheduler: h.clock, logger: Logger(label: "test"))
+        gateway.start()
+        h.clock.advance(by: .milliseconds(100))
+        #expect(!h.backend.started.contains { $0.name.description.hasPrefix("_x._sub") }, "its type is not announced")
+        h.backend.add("_universal._sub._ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")))
+        announcePrinter(h, addresses: [.a([192, 0, 2, 7])])
+        let records = try #require(publisher.group(Self.printer)?.records)
+        #expect(records.last == MDNSRecord(
+            name: try DNSName("_universal._sub._ipp._tcp.local."), type: .ptr,
+            rdata: try DNSName("Printer._ipp._tcp.local.").wireBytes))
+        withExtendedLifetime(gateway) {}
+    }
+
     @Test("a type the policy does not allow is never browsed or announced")
     func deniedType() throws {
         let (h, gateway, publisher) = harness(ServiceFilter(allow: ["_ipp._tcp"], deny: ["_http._tcp"]))

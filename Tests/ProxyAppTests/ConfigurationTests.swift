@@ -194,6 +194,7 @@ struct ConfigurationTests {
                 announce:
                   - from: lab1.example.
                     services: {allow: [_ipp._tcp, _airplay._tcp], deny: [_ssh._tcp]}
+                    subtypes: [_universal._sub._ipp._tcp]
             server-name: ns.example.
             """
         let (config, errors) = AppConfiguration.parse(yaml: yaml)
@@ -202,6 +203,7 @@ struct ConfigurationTests {
         let announcement = try #require(config.proxyConfiguration(interfaces: interfaces).links[1].announce.first)
         #expect(announcement.from == (try DNSName("lab1.example.")))
         #expect(announcement.services.permits("_ipp._tcp") && !announcement.services.permits("_ssh._tcp"))
+        #expect(announcement.subtypes == ["_universal._sub._ipp._tcp"])
         let printed = config.render(interfaces: interfaces)
         #expect(printed.contains("    announce:\n      - from: 'lab1.example.'  # on eth2: _airplay._tcp, _ipp._tcp\n        services:\n          allow: [_airplay._tcp, _ipp._tcp]\n          deny: [_ssh._tcp]"))
         #expect(AppConfiguration.parse(yaml: printed).0.links.map(\.announce) == config.links.map(\.announce))
@@ -231,6 +233,8 @@ struct ConfigurationTests {
         #expect(AvahiDaemonSettings.parse("[server]\nuse-ipv6=yes\n", path: "x").gatewayWarnings(for: ["eth2"]).isEmpty)
         let (_, missing) = AppConfiguration.parse(yaml: "links: [{interface: eth1, domain: a.example., announce: [{services: {}}]}]\n")
         #expect(missing.map(\.key) == ["links[0].announce[0].from"])
+        let (_, badSubtype) = AppConfiguration.parse(yaml: "links: [{interface: eth1, domain: a.example., announce: [{from: b.example., subtypes: [_ipp._tcp]}]}]\n")
+        #expect(badSubtype.map(\.key) == ["links[0].announce[0].subtypes[0]"])
     }
 
     @Test("a host-name zone per link: LDH only, no overlap, printed and read back (RFC 8766 §5.3)")

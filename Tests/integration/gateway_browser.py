@@ -38,8 +38,9 @@ def main():
         while True:
             time.sleep(3600)
     time.sleep(float(mode))
+    base = stype.split("._sub.", 1)[-1]  # a subtype browse lists instances of the base type
     for name in sorted(names):
-        info = zc.get_service_info(stype, name, timeout=3000)
+        info = zc.get_service_info(base, name, timeout=3000)
         if info is None:
             print(json.dumps({"name": name, "resolved": False}), flush=True)
             continue

@@ -36,7 +36,7 @@ PY = "/usr/bin/python3"
 
 FAR_TXT = [b"rp=printers/gw", b"note=far link", b"flag"]
 FAR_SERVICES = [
-    ("Gw Printer", "_ipp._tcp", 631, [], FAR_TXT),
+    ("Gw Printer", "_ipp._tcp", 631, ["_universal._sub._ipp._tcp"], FAR_TXT),
     ("Gw Web", "_http._tcp", 80, [], [b"path=/"]),
     ("Shared Name", "_ipp._tcp", 632, [], [b"rp=far"]),
 ]
@@ -56,6 +56,7 @@ links:
     announce:
       - from: lab1.example.
         services: {allow: [_ipp._tcp]}
+        subtypes: [_universal._sub._ipp._tcp]
 """
 
 LISTENER = r"""
@@ -233,6 +234,10 @@ def test_mdns_only_clients_find_the_far_printer_and_reach_it(gw, lab):
     assert routes and routes[0]["from"] == "lab1.example." and "Gw Printer._ipp._tcp" in routes[0]["instances"], api["announcements"]
     assert 'gateway_announced_instances{link="dgr-c"} 2' in gw.get("/metrics")
     assert "Announced on dgr-c" in gw.get("/")
+    # RFC 6763 §7.1: the named subtype is announced for the instances listed under it.
+    universal = gw.browse("_universal._sub._ipp._tcp", seconds=3)
+    assert any(name.startswith("Gw Printer.") for name in universal), universal
+    assert not any(name.startswith("Shared Name") for name in universal), universal
 
 
 def test_own_announcements_stay_out_of_the_client_links_unicast_answers(gw, lab):
@@ -266,7 +271,8 @@ def test_reload_withdraws_and_avahi_restart_reannounces(gw, lab):
     with open(gw.config) as f:
         text = f.read()
     with open(gw.config, "w") as f:
-        f.write(text.replace("    announce:\n      - from: lab1.example.\n        services: {allow: [_ipp._tcp]}\n", ""))
+        f.write(text.replace("    announce:\n      - from: lab1.example.\n        services: {allow: [_ipp._tcp]}\n"
+                             "        subtypes: [_universal._sub._ipp._tcp]\n", ""))
     L.kill_pid(lab.procs["gw-proxy"].pid, signal.SIGHUP)
     gw.wait_browse(lambda f: "Gw Printer" not in f and "Shared Name (lab1)" not in f, "withdrawn on reload", timeout=15)
     with open(gw.config, "w") as f:

@@ -8,10 +8,15 @@ public struct Announcement: Hashable, Sendable {
     public var from: DNSName
     /// Which of the far link's service types; the far link's own `services` filter applies too.
     public var services: ServiceFilter
+    /// Subtypes to announce too, e.g. `_universal._sub._ipp._tcp` (RFC 6763 §7.1). mDNS cannot
+    /// list an instance's subtypes, so they are named; each is followed when its type is
+    /// announced, and its instances get the subtype PTR on the client link.
+    public var subtypes: [String]
 
-    public init(from: DNSName, services: ServiceFilter = ServiceFilter()) {
+    public init(from: DNSName, services: ServiceFilter = ServiceFilter(), subtypes: [String] = []) {
         self.from = from
         self.services = services
+        self.subtypes = subtypes.map { $0.lowercased() }
     }
 
     /// The types announced, with the far link's own filter applied: for `--check-config`.
@@ -38,6 +43,7 @@ struct AnnouncementRoute: Hashable, Sendable {
     var client: Link
     var far: Link
     var services: ServiceFilter
+    var subtypes: [String]
     /// The address the route's subscriptions are made as: the first address of the client
     /// link's first subnet, so that the ACL, the far link's view and private realms judge the
     /// announcements as they judge a unicast client of that link.
@@ -76,7 +82,8 @@ struct AnnouncementRoute: Hashable, Sendable {
                     continue
                 }
                 routes.append(AnnouncementRoute(
-                    client: client, far: far, services: announcement.services, clientAddress: subnet.address))
+                    client: client, far: far, services: announcement.services, subtypes: announcement.subtypes,
+                    clientAddress: subnet.address))
             }
         }
         return (routes, problems)

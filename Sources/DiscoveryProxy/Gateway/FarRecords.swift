@@ -19,6 +19,8 @@ struct FarService: Hashable, Sendable {
     var host: [[UInt8]]
     /// RDATA as mDNS delivered it (RFC 8766 §5.5.1: byte-exact).
     var txt: [UInt8]
+    /// The subtype labels it is listed under (`_universal`), of the route's named subtypes.
+    var subtypes: [[UInt8]] = []
     /// The target's addresses (4 or 16 octets), IPv4 first, sorted.
     var addresses: [[UInt8]]
 
@@ -60,6 +62,7 @@ struct FarRecords: Sendable {
         if Self.allowList(route) == nil, let enumeration = try? zone.prepending(Self.servicesLabels) {
             wanted.insert(RecordKey(name: enumeration, type: .ptr))
         }
+        for subtype in subtypeNames(route) { wanted.insert(RecordKey(name: subtype.name, type: .ptr)) }
         for typeName in typeNames {
             wanted.insert(RecordKey(name: typeName, type: .ptr))
             for instance in instances(of: typeName) {
@@ -91,9 +94,12 @@ struct FarRecords: Sendable {
                     .sorted { $0.count != $1.count ? $0.count < $1.count : Self.ordered($0, $1) }  // A before AAAA
                 guard !addresses.isEmpty else { continue }
                 let txt = sets[RecordKey(name: instance, type: .txt)]?.sorted(by: Self.ordered).first ?? [0]
+                let subtypes = subtypeNames(route).filter { subtype in
+                    subtype.type == typeName && sets[RecordKey(name: subtype.name, type: .ptr)]?.contains(instance.wireBytes) == true
+                }.map(\.label)
                 services.append(FarService(
                     instance: label, typeLabels: typeLabels, priority: priority, weight: weight, port: port,
-                    host: host, txt: txt, addresses: addresses))
+                    host: host, txt: txt, subtypes: subtypes, addresses: addresses))
             }
         }
         return services.sorted { $0.type != $1.type ? $0.type < $1.type : $0.instance.lexicographicallyPrecedes($1.instance) }
@@ -136,6 +142,18 @@ struct FarRecords: Sendable {
         }
         return Set(types).filter(route.permits).sorted().compactMap { type in
             try? zone.prepending(type.split(separator: ".").map { Array($0.utf8) })
+        }
+    }
+
+    /// The route's named subtypes whose type is announced: `_universal._sub._ipp._tcp.<zone>`.
+    private func subtypeNames(_ route: AnnouncementRoute) -> [(name: DNSName, type: DNSName, label: [UInt8])] {
+        let types = Set(typeNames(route))
+        return route.subtypes.sorted().compactMap { text in
+            let labels = text.split(separator: ".").map { Array($0.utf8) }
+            guard labels.count == 4, let name = try? route.far.zone.prepending(labels),
+                let type = try? route.far.zone.prepending(Array(labels[2...])), types.contains(type)
+            else { return nil }
+            return (name, type, labels[0])
         }
     }
 

@@ -255,7 +255,12 @@ public final class Gateway: Sendable {
                     MDNSRecord(name: servicesName, type: .ptr, rdata: typeName.wireBytes),
                     MDNSRecord(name: instance, type: .srv, rdata: srv),
                     MDNSRecord(name: instance, type: .txt, rdata: service.txt),
-                ]
+                ] + service.subtypes.compactMap { subtype in
+                    // RFC 6763 §7.1: `_universal._sub._ipp._tcp.local.` PTR the instance.
+                    (try? typeName.prepending([subtype, Array("_sub".utf8)])).map {
+                        MDNSRecord(name: $0, type: .ptr, rdata: instance.wireBytes)
+                    }
+                }
                 let hostKey = MDNSGroup.Key(interface: route.client.interface, name: "host \(host)")
                 var addresses = groups[hostKey] ?? []
                 for address in service.addresses {
