@@ -30,7 +30,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private var isRunning = false
     private var isShutDown = false
     private let onCollision: @Sendable (MDNSGroup.Key) -> Void
-    private var wanted: [MDNSGroup.Key: [MDNSRecord]] = [:]
+    private var wanted: [MDNSGroup.Key: MDNSGroup] = [:]
     private var groups: [MDNSGroup.Key: PublishedGroup] = [:]
     /// The last problem logged per interface, so a retry that fails alike logs at debug.
     private var problems: [String: String] = [:]
@@ -66,7 +66,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         self.locked {
             guard !self.isShutDown else { return }
             self.wanted = [:]
-            for group in groups where !group.records.isEmpty { self.wanted[group.key] = group.records }
+            for group in groups where !group.records.isEmpty { self.wanted[group.key] = group }
             if self.client == nil && !self.wanted.isEmpty { self.connect() }
             self.sync()
         }
@@ -157,19 +157,19 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         }
         var retry = false
         var indexes: [String: Int32?] = [:]
-        for (key, records) in self.wanted.sorted(by: { $0.key < $1.key }) {
+        for (key, wanted) in self.wanted.sorted(by: { $0.key < $1.key }) {
             let index = indexes[key.interface] ?? AvahiBackend.interfaceIndex(key.interface)
             indexes[key.interface] = index
-            if let group = self.groups[key], group.records == records, group.index == index, !group.failed || group.collided {
+            if let group = self.groups[key], group.records == wanted.records, group.index == index, !group.failed || group.collided {
                 continue  // as published (or given up to a collision); a re-created interface (new index) is published again
             }
-            if !self.commit(records, as: key, client: client) { retry = true }
+            if !self.commit(wanted.records, as: key, probe: wanted.probe, client: client) { retry = true }
         }
         if retry { self.armTimer() }
     }
 
     /// Publishes `records` on `interface` in a fresh (or reset) group; false when it must be retried.
-    private func commit(_ records: [MDNSRecord], as key: MDNSGroup.Key, client: OpaquePointer) -> Bool {
+    private func commit(_ records: [MDNSRecord], as key: MDNSGroup.Key, probe: Bool, client: OpaquePointer) -> Bool {
         let interface = key.interface
         guard let index = AvahiBackend.interfaceIndex(interface) else {
             self.groups[key]?.free()
@@ -196,7 +196,8 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         for record in records {
             guard let name = AvahiName.escape(record.name) else { continue }
             // RFC 6762 §2: PTRs are shared; the rest is probed for and owned (§8.1).
-            let flags = record.type == .ptr ? AvahiPublishFlags(0) : AvahiPublishFlags(AVAHI_PUBLISH_UNIQUE.rawValue)
+            let unique = AVAHI_PUBLISH_UNIQUE.rawValue | (probe ? 0 : AVAHI_PUBLISH_NO_PROBE.rawValue)
+            let flags = record.type == .ptr ? AvahiPublishFlags(0) : AvahiPublishFlags(unique)
             let error = name.withCString { text in
                 record.rdata.withUnsafeBytes { rdata in
                     avahi_entry_group_add_record(

@@ -23,10 +23,15 @@ public struct MDNSGroup: Hashable, Sendable {
 
     public var key: Key
     public var records: [MDNSRecord]
+    /// Whether the unique records are probed for before they are announced (RFC 6762 §8.1,
+    /// about 750 ms). False when the publisher's owner has checked the names itself: they are
+    /// announced at once, and a conflict found later is still reported (§9).
+    public var probe: Bool
 
-    public init(key: Key, records: [MDNSRecord]) {
+    public init(key: Key, records: [MDNSRecord], probe: Bool = true) {
         self.key = key
         self.records = records
+        self.probe = probe
     }
 }
 

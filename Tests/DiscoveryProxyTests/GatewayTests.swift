@@ -29,7 +29,7 @@ struct GatewayTests {
         let publisher = CapturePublisher()
         let gateway = Gateway(proxy: h.proxy, publisher: publisher, scheduler: h.clock, logger: Logger(label: "test"))
         gateway.start()
-        h.clock.advance(by: .milliseconds(100))
+        h.clock.advance(by: .milliseconds(20))
         return (h, gateway, publisher)
     }
 
@@ -145,6 +145,54 @@ struct GatewayTests {
         gateway.collided(key)
         h.clock.advance(by: .milliseconds(100))
         #expect(publisher.group(Self.printer)?.records.last?.name == (try DNSName("Printer (lab1 2)._ipp._tcp.local.")))
+    }
+
+    @Test("a name the client link already uses is avoided before announcing, so no probe is needed")
+    func takenUpFront() throws {
+        let (h, gateway, publisher) = harness()
+        #expect(h.backend.live.contains(MDNSQuestion(interface: "eth2", name: try DNSName("_ipp._tcp.local."), type: .ptr)),
+            "the client link's own instances of the type are followed")
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("printer._ipp._tcp.local.")), interface: "eth2")
+        announcePrinter(h, addresses: [.a([192, 0, 2, 7])])
+        let group = try #require(publisher.group(Self.printer))
+        #expect(group.records.last?.name == (try DNSName("Printer (lab1)._ipp._tcp.local.")), "names compare case-insensitively")
+        #expect(!group.probe)
+        withExtendedLifetime(gateway) {}
+    }
+
+    @Test("another router's identical announcement on the client link is no conflict (RFC 6762 §8.2): same name")
+    func partnerRouter() throws {
+        let (h, gateway, publisher) = harness()
+        // The HA partner already announces the far Printer on eth2, with the same host and port.
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")), interface: "eth2")
+        announcePrinter(h, addresses: [.a([192, 0, 2, 7])])
+        h.backend.add("Printer._ipp._tcp.local.", .srv,
+            .srv(priority: 0, weight: 0, port: 631, target: try DNSName("printer-lab1.local.")), interface: "eth2")
+        h.clock.advance(by: .seconds(2))
+        #expect(publisher.group(Self.printer)?.records.last?.name == (try DNSName("Printer._ipp._tcp.local.")))
+        withExtendedLifetime(gateway) {}
+    }
+
+    @Test("nothing is announced before the client link's own instances were followed for a second")
+    func waitsForTheClientLink() throws {
+        let h = Harness { config in
+            config.links[1].announce = [Announcement(from: try! DNSName("lab1.example."), services: ServiceFilter(allow: ["_ipp._tcp"]))]
+        }
+        let publisher = CapturePublisher()
+        let gateway = Gateway(proxy: h.proxy, publisher: publisher, scheduler: h.clock, logger: Logger(label: "test"))
+        gateway.start()
+        h.clock.advance(by: .milliseconds(20))
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")))
+        h.clock.advance(by: .milliseconds(50))
+        h.backend.add("Printer._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("printer.local.")))
+        h.backend.add("Printer._ipp._tcp.local.", .txt, .txt(txt))
+        h.clock.advance(by: .milliseconds(50))
+        h.backend.add("printer.local.", .a, .a([192, 0, 2, 7]))
+        h.clock.advance(by: .milliseconds(100))
+        #expect(publisher.groups.isEmpty, "220 ms after the start")
+        h.clock.advance(by: .seconds(1))
+        #expect(publisher.group(Self.printer) != nil)
+        withExtendedLifetime(gateway) {}
     }
 
     @Test("the far link's view hides it from the client link: no route, no browse")

@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(REPO, "Tests", "integration"))
 sys.path.insert(0, HERE)
 
 import lab  # noqa: E402
+import gateway as gatewayrow  # noqa: E402
 import links as linksrow  # noqa: E402
 import perfprofile  # noqa: E402
 import phases  # noqa: E402
@@ -50,7 +51,7 @@ def parse_args(argv):
     return ap.parse_args(argv)
 
 
-ROWS = ("cold", "throughput", "latency", "scaling", "tcp-held", "optimistic", "memory", "resolvers", "links")
+ROWS = ("cold", "throughput", "latency", "scaling", "tcp-held", "optimistic", "memory", "resolvers", "links", "gateway")
 
 
 def _rows(text):
@@ -107,7 +108,7 @@ def main(argv):
     want = args.only or set(ROWS)
     main_rows = want & {"cold", "throughput", "latency", "scaling", "tcp-held"}
     try:
-        if want - {"links"}:
+        if want - {"links", "gateway"}:
             log("lab: starting namespaces, dbus, avahi-daemons")
             lab_.start(with_proxy=False)
             log("lab: publishing %d bench instances on link 2" % len(site.services))
@@ -161,6 +162,9 @@ def main(argv):
         lab_.stop()   # the links row has a lab of its own (campus_lab.py): a quiet machine for it
         if "links" in want:
             linksrow.run(report, binary, log, smoke=args.smoke, links=args.links)
+        if "gateway" in want:
+            log("i. mDNS gateway against avahi's reflector")
+            gatewayrow.run(report, binary, log, smoke=args.smoke)
         report.meta["seconds"] = round(time.monotonic() - started, 1)
         report.meta["load_at_end"] = os.getloadavg()
     except BaseException:

@@ -65,6 +65,17 @@ struct FarRecords: Sendable {
         for subtype in subtypeNames(route) { wanted.insert(RecordKey(name: subtype.name, type: .ptr)) }
         for typeName in typeNames {
             wanted.insert(RecordKey(name: typeName, type: .ptr))
+            if let local = Self.clientName(of: typeName, route) {
+                wanted.insert(RecordKey(name: local, type: .ptr))
+                // A client-link instance that has a name this type's far instances could take:
+                // its SRV tells another router's identical announcement from a local service.
+                let candidates = Set(instances(of: typeName).compactMap(\.labels.first).flatMap { label in
+                    (0...Self.renameLevelsChecked).map { Self.lowercased(AnnouncementNames.instance(label, far: route.far, renames: $0)) }
+                })
+                for instance in instances(of: local) where instance.labels.first.map(Self.lowercased).map(candidates.contains) == true {
+                    wanted.insert(RecordKey(name: instance, type: .srv))
+                }
+            }
             for instance in instances(of: typeName) {
                 wanted.insert(RecordKey(name: instance, type: .srv))
                 wanted.insert(RecordKey(name: instance, type: .txt))
@@ -113,6 +124,48 @@ struct FarRecords: Sendable {
     static func isNative(_ address: [UInt8], to link: Link) -> Bool {
         guard address.count == 4 || address.count == 16, !IPPrefix.isLinkLocal(address) else { return false }
         return link.subnets.isEmpty || link.subnets.contains { $0.contains(address) }
+    }
+
+    /// Rename levels whose names are checked on the client link before announcing.
+    static let renameLevelsChecked = 3
+
+    enum LocalOwner: Equatable {
+        /// No client-link responder uses the name.
+        case none
+        /// Another router announces the same far instance (same host name and port): the
+        /// records are identical, no conflict (RFC 6762 §8.2).
+        case partner
+        /// A local service, or something else: the name is taken.
+        case other
+        /// Its SRV is not known yet.
+        case unknown
+    }
+
+    /// Who uses instance `label` of a type on the client link, judged against the far
+    /// service `service` would be announced as (`host`, its port). The proxy's own
+    /// publications never show here (`OwnRecords`).
+    func owner(of label: [UInt8], _ service: FarService, host: DNSName, _ route: AnnouncementRoute) -> LocalOwner {
+        guard let typeName = try? route.client.zone.prepending(service.typeLabels) else { return .none }
+        let wanted = Self.lowercased(label)
+        guard let instance = instances(of: typeName).first(where: { $0.labels.first.map(Self.lowercased) == wanted }) else {
+            return .none
+        }
+        guard let srvs = sets[RecordKey(name: instance, type: .srv)], !srvs.isEmpty else { return .unknown }
+        let hostLabel = host.labels.first.map(Self.lowercased)
+        let identical = srvs.contains { rdata in
+            guard case .srv(_, _, let port, let target)? = try? RData(type: .srv, wire: rdata) else { return false }
+            return port == service.port && target.labels.first.map(Self.lowercased) == hostLabel
+        }
+        return identical ? .partner : .other
+    }
+
+    /// A type's name in the client link's zone: `_ipp._tcp.lab2.example.`.
+    static func clientName(of typeName: DNSName, _ route: AnnouncementRoute) -> DNSName? {
+        typeName.replacingSuffix(route.far.zone, with: route.client.zone)
+    }
+
+    static func lowercased(_ label: [UInt8]) -> [UInt8] {
+        label.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }
     }
 
     // MARK: Names

@@ -33,8 +33,14 @@ public struct AnnouncementStatus: Sendable, Codable, Equatable {
 /// Pushed changes and collisions arrive on any thread; they are queued and handled together
 /// `settle` later on the scheduler, one pass at a time, which also paces announcements.
 public final class Gateway: Sendable {
-    /// How long changes gather before the next pass (announcement pacing).
-    public static let settle: Duration = .milliseconds(100)
+    /// How long changes gather before the next pass (announcement pacing). Short: a far
+    /// instance takes about three passes (its type's PTR, then SRV and TXT, then addresses).
+    public static let settle: Duration = .milliseconds(5)
+    /// How long the client link's own instances of a type are followed before any far instance
+    /// of that type is announced there: long enough for avahi's cache and the link's answers,
+    /// so that a name in use is seen (and avoided) before the announcement, which then needs
+    /// no probe (RFC 6762 §8.1's 750 ms).
+    public static let clientSettle: Duration = .seconds(1)
 
     private let proxy: DiscoveryProxy
     private let publisher: any MDNSPublisher
@@ -67,7 +73,7 @@ public final class Gateway: Sendable {
         var sink: RouteSink
         var session: Int
         var records = FarRecords()
-        var subscriptions: [RecordKey: (id: UInt16, keys: [BrowseKey])] = [:]
+        var subscriptions: [RecordKey: (id: UInt16, keys: [BrowseKey], since: Duration)] = [:]
         var keysByID: [UInt16: RecordKey] = [:]
         var nextID: UInt16 = 0
     }
@@ -108,14 +114,14 @@ public final class Gateway: Sendable {
         arm { $0.changes.append((sink, subscription, changes)) }
     }
 
-    private func arm(_ update: (inout Inbox) -> Void) {
+    private func arm(after delay: Duration = Gateway.settle, _ update: (inout Inbox) -> Void) {
         let schedule = inbox.withLock { inbox -> Bool in
             guard !inbox.shutDown else { return false }
             update(&inbox)
             defer { inbox.armed = true }
             return !inbox.armed
         }
-        if schedule { scheduler.schedule(after: Self.settle) { [weak self] in self?.pass() } }
+        if schedule { scheduler.schedule(after: delay) { [weak self] in self?.pass() } }
     }
 
     // MARK: The pass
@@ -132,6 +138,9 @@ public final class Gateway: Sendable {
             return inbox
         }
         guard let batch else { return }
+        let now = scheduler.now()
+        var recheck: Duration?
+        defer { if let recheck { arm(after: recheck) { _ in } } }
         let groups = model.withLock { model -> [MDNSGroup]? in
             if batch.reconfigure { rebuild(&model) }
             for (sink, subscription, changes) in batch.changes {
@@ -149,8 +158,9 @@ public final class Gateway: Sendable {
                     "gateway.renames": "\(model.renames[key] ?? 0)",
                 ])
             }
-            for index in model.routes.indices { follow(&model.routes[index]) }
-            let (groups, status) = Self.groups(model.routes, renames: model.renames)
+            for index in model.routes.indices { follow(&model.routes[index], now: now) }
+            let (groups, status, waiting) = Self.groups(model.routes, renames: model.renames, now: now)
+            recheck = waiting
             guard groups != model.published else { return nil }
             Self.count(from: model.status, to: status)
             model.published = groups
@@ -188,7 +198,7 @@ public final class Gateway: Sendable {
 
     /// Subscribes what the route's records call for and leaves what they no longer do,
     /// until nothing changes (a type brings instances, an instance its host).
-    private func follow(_ state: inout RouteState) {
+    private func follow(_ state: inout RouteState, now: Duration) {
         for _ in 0..<4 {
             let wanted = state.records.wanted(state.route)
             let current = Set(state.subscriptions.keys)
@@ -207,7 +217,7 @@ public final class Gateway: Sendable {
                 let outcome = proxy.subscribe(
                     request, session: state.session, id: id, client: state.route.clientAddress, sink: state.sink)
                 guard case .subscribed(let initial, let keys) = outcome else { continue }
-                state.subscriptions[key] = (id, keys)
+                state.subscriptions[key] = (id, keys, now)
                 state.keysByID[id] = key
                 for change in initial { state.records.apply(change, to: key) }
             }
@@ -225,12 +235,15 @@ public final class Gateway: Sendable {
     static let servicesName = try! DNSName("_services._dns-sd._udp.local.")
 
     /// What every route's complete services become on their client links: one group per
-    /// instance (PTR, type enumeration PTR, SRV, TXT) and one per host (A, AAAA).
+    /// instance (PTR, type enumeration PTR, SRV, TXT) and one per host (A, AAAA). An instance
+    /// whose type the client link has not been followed for `clientSettle` waits; the third
+    /// value is when to look again.
     private static func groups(
-        _ routes: [RouteState], renames: [MDNSGroup.Key: Int]
-    ) -> ([MDNSGroup], [AnnouncementStatus]) {
+        _ routes: [RouteState], renames: [MDNSGroup.Key: Int], now: Duration
+    ) -> ([MDNSGroup], [AnnouncementStatus], Duration?) {
         var groups: [MDNSGroup.Key: [MDNSRecord]] = [:]
         var status: [AnnouncementStatus] = []
+        var waiting: Duration?
         for state in routes {
             let route = state.route
             var announced: [String] = []
@@ -245,7 +258,35 @@ public final class Gateway: Sendable {
                 let key = MDNSGroup.Key(
                     interface: route.client.interface,
                     name: "\(service.type) \(String(decoding: service.instance, as: UTF8.self)) from \(route.far.zone)")
-                let label = AnnouncementNames.instance(service.instance, far: route.far, renames: renames[key] ?? 0)
+                // The client link's own instances of the type must have been followed a while.
+                guard let farType = try? route.far.zone.prepending(service.typeLabels),
+                    let local = FarRecords.clientName(of: farType, route),
+                    let since = state.subscriptions[RecordKey(name: local, type: .ptr)]?.since
+                else { continue }
+                if now - since < clientSettle {
+                    waiting = min(waiting ?? .seconds(3600), clientSettle - (now - since))
+                    continue
+                }
+                // A name in use there is never taken: the far instance is renamed (RFC 6762 §9).
+                // Another router's identical announcement is no conflict (§8.2).
+                var level = renames[key] ?? 0
+                var undecided = false
+                while level < 50 {
+                    let candidate = AnnouncementNames.instance(service.instance, far: route.far, renames: level)
+                    switch state.records.owner(of: candidate, service, host: host, route) {
+                    case .none, .partner: break
+                    case .other: level += 1; continue
+                    case .unknown:
+                        // Wait for its SRV while it may still come; then count the name as taken.
+                        let srvSince = state.subscriptions.first { $0.key.type == .srv && $0.key.name.labels.first.map(FarRecords.lowercased) == FarRecords.lowercased(candidate) && $0.key.name.isSubdomain(of: route.client.zone) }?.value.since
+                        if let srvSince, now - srvSince >= clientSettle { level += 1; continue }
+                        waiting = min(waiting ?? .seconds(3600), clientSettle - (now - (srvSince ?? now)))
+                        undecided = true
+                    }
+                    break
+                }
+                if undecided { continue }
+                let label = AnnouncementNames.instance(service.instance, far: route.far, renames: level)
                 guard let instance = try? typeName.prepending([label]),
                     let srv = try? RData.srv(priority: service.priority, weight: service.weight, port: service.port, target: host).wireBytes()
                 else { continue }
@@ -270,7 +311,9 @@ public final class Gateway: Sendable {
                 groups[hostKey] = addresses
             }
         }
-        return (groups.sorted { $0.key < $1.key }.map { MDNSGroup(key: $0.key, records: $0.value) }, status)
+        // Names were checked against the link's own instances: announced without probing.
+        let published = groups.sorted { $0.key < $1.key }.map { MDNSGroup(key: $0.key, records: $0.value, probe: false) }
+        return (published, status, waiting)
     }
 
     /// `gateway_announced_instances{link}` and `gateway_withdrawn_total{link}`.
