@@ -32,11 +32,24 @@ struct FarService: Hashable, Sendable {
 /// instances, then their hosts) and which services are complete enough to announce.
 struct FarRecords: Sendable {
     private(set) var sets: [RecordKey: Set<[UInt8]>] = [:]
+    /// PTR and SRV RDATA decoded once, when they arrive: every pass reads them all, and an
+    /// ldns decode each time was most of the gateway's CPU under churn (docs/BENCHMARKS.md).
+    private var decoded: [Decoded.Key: RData] = [:]
+
+    enum Decoded {
+        struct Key: Hashable, Sendable {
+            var type: RRType
+            var rdata: [UInt8]
+        }
+    }
 
     mutating func apply(_ change: PushChange, to key: RecordKey) {
         if change.isAddition {
             guard change.type == key.type || key.type == .any else { return }
             sets[RecordKey(name: key.name, type: change.type), default: []].insert(change.rdata)
+            if change.type == .ptr || change.type == .srv, let value = try? RData(type: change.type, wire: change.rdata) {
+                decoded[Decoded.Key(type: change.type, rdata: change.rdata)] = value
+            }
         } else if change.ttl == PushChange.removeSetTTL {
             if change.type == .any {
                 for stored in sets.keys where stored.name == key.name { sets[stored] = nil }
@@ -51,6 +64,20 @@ struct FarRecords: Sendable {
     }
 
     mutating func drop(_ key: RecordKey) { sets[key] = nil }
+
+    /// Forgets decoded RDATA no set holds any more (after a pass).
+    mutating func prune() {
+        guard decoded.count > 64, decoded.count > 2 * sets.values.reduce(0, { $0 + $1.count }) else { return }
+        var held = Set<Decoded.Key>()
+        for (key, set) in sets where key.type == .ptr || key.type == .srv {
+            for rdata in set { held.insert(Decoded.Key(type: key.type, rdata: rdata)) }
+        }
+        decoded = decoded.filter { held.contains($0.key) }
+    }
+
+    private func value(_ type: RRType, _ rdata: [UInt8]) -> RData? {
+        decoded[Decoded.Key(type: type, rdata: rdata)] ?? (try? RData(type: type, wire: rdata))
+    }
 
     /// The names to follow for `route`: the service types (from the allow lists, or from
     /// `_services._dns-sd._udp`, RFC 6763 §9), each type's PTR, each instance's SRV and TXT,
@@ -97,7 +124,7 @@ struct FarRecords: Sendable {
             for instance in instances(of: typeName) {
                 guard let label = instance.labels.first,
                     let srv = sets[RecordKey(name: instance, type: .srv)]?.sorted(by: Self.ordered).first,
-                    case .srv(let priority, let weight, let port, let target)? = try? RData(type: .srv, wire: srv),
+                    case .srv(let priority, let weight, let port, let target)? = value(.srv, srv),
                     let host = hostLabels(target, route)
                 else { continue }
                 let addresses = (sets[RecordKey(name: target, type: .a)] ?? []).union(sets[RecordKey(name: target, type: .aaaa)] ?? [])
@@ -153,7 +180,7 @@ struct FarRecords: Sendable {
         guard let srvs = sets[RecordKey(name: instance, type: .srv)], !srvs.isEmpty else { return .unknown }
         let hostLabel = host.labels.first.map(Self.lowercased)
         let identical = srvs.contains { rdata in
-            guard case .srv(_, _, let port, let target)? = try? RData(type: .srv, wire: rdata) else { return false }
+            guard case .srv(_, _, let port, let target)? = value(.srv, rdata) else { return false }
             return port == service.port && target.labels.first.map(Self.lowercased) == hostLabel
         }
         return identical ? .partner : .other
@@ -187,7 +214,7 @@ struct FarRecords: Sendable {
         } else {
             guard let enumeration = try? zone.prepending(Self.servicesLabels) else { return [] }
             types = (sets[RecordKey(name: enumeration, type: .ptr)] ?? []).compactMap { rdata -> String? in
-                guard case .ptr(let name)? = try? RData(type: .ptr, wire: rdata),
+                guard case .ptr(let name)? = value(.ptr, rdata),
                     let relative = name.labels(before: zone), relative.count == 2
                 else { return nil }
                 return ServiceFilter.serviceType(of: relative)
@@ -212,16 +239,16 @@ struct FarRecords: Sendable {
 
     private func instances(of typeName: DNSName) -> [DNSName] {
         (sets[RecordKey(name: typeName, type: .ptr)] ?? []).compactMap { rdata -> DNSName? in
-            guard case .ptr(let instance)? = try? RData(type: .ptr, wire: rdata),
+            guard case .ptr(let instance)? = value(.ptr, rdata),
                 instance.labels(before: typeName)?.count == 1
             else { return nil }
             return instance
-        }.sorted { $0.description < $1.description }
+        }.sorted { $0.wireBytes.lexicographicallyPrecedes($1.wireBytes) }
     }
 
     private func targets(of instance: DNSName, _ route: AnnouncementRoute) -> [DNSName] {
         (sets[RecordKey(name: instance, type: .srv)] ?? []).compactMap { rdata -> DNSName? in
-            guard case .srv(_, _, _, let target)? = try? RData(type: .srv, wire: rdata),
+            guard case .srv(_, _, _, let target)? = value(.srv, rdata),
                 hostLabels(target, route) != nil
             else { return nil }
             return target

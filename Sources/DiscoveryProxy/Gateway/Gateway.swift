@@ -158,7 +158,10 @@ public final class Gateway: Sendable {
                     "gateway.renames": "\(model.renames[key] ?? 0)",
                 ])
             }
-            for index in model.routes.indices { follow(&model.routes[index], now: now) }
+            for index in model.routes.indices {
+                follow(&model.routes[index], now: now)
+                model.routes[index].records.prune()
+            }
             let (groups, status, waiting) = Self.groups(model.routes, renames: model.renames, now: now)
             recheck = waiting
             guard groups != model.published else { return nil }
