@@ -248,6 +248,10 @@ public struct DNSName: Sendable, CustomStringConvertible {
     /// ASCII case-insensitive label comparison (RFC 1035 §2.3.3; RFC 6763 §7.1 subtypes).
     public static func labelsEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool { equalIgnoringASCIICase(a[...], b[...]) }
 
+    /// A label with ASCII letters lowered: a set or dictionary key that compares as
+    /// `labelsEqual` does.
+    public static func lowercased(label: [UInt8]) -> [UInt8] { label.map(asciiLower) }
+
     /// Byte strings equal but for ASCII case: labels, or whole wire forms (their length
     /// octets, at most 63, are never letters).
     static func equalIgnoringASCIICase(_ a: ArraySlice<UInt8>, _ b: ArraySlice<UInt8>) -> Bool {

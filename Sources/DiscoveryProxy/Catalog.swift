@@ -44,6 +44,8 @@ public struct Catalog: Sendable {
     }
 
     public static let local = try! DNSName("local.")
+    /// `_services._dns-sd._udp`, the service type enumeration name below a domain (RFC 6763 §9).
+    static let servicesLabels = [Array("_services".utf8), Array("_dns-sd".utf8), Array("_udp".utf8)]
 
     public init(configuration: ProxyConfiguration) {
         self.configuration = configuration

@@ -69,6 +69,13 @@ public struct ServiceFilter: Hashable, Sendable {
 
     public var isOpen: Bool { allow == nil && deny.isEmpty }
 
+    /// The types every allow list of `filters` names, sorted; nil when none has one.
+    public static func allowedByAll(_ filters: [ServiceFilter]) -> [String]? {
+        let lists = filters.compactMap(\.allow)
+        guard let first = lists.first else { return nil }
+        return first.filter { type in lists.allSatisfy { $0.contains(type) } }.sorted()
+    }
+
     public func permits(_ serviceType: String) -> Bool {
         let type = serviceType.lowercased()
         if deny.contains(type) { return false }

@@ -35,7 +35,7 @@ extension DiscoveryProxy {
         let configuration = catalog.configuration
         guard configuration.inventoryInterval != nil else { return }
         for link in configuration.links {
-            guard let services = try? DNSName(labels: Self.servicesLabels + link.zone.labels) else { continue }
+            guard let services = try? DNSName(labels: Catalog.servicesLabels + link.zone.labels) else { continue }
             ask(services, on: link, catalog: catalog) { [weak self] answer in
                 self?.browseTypes(in: answer, on: link, catalog: catalog)
             }
@@ -86,6 +86,4 @@ extension DiscoveryProxy {
         lookup(plan, query: Message(id: 0, questions: [Question(name: name, type: .ptr)]), context: context,
             configuration: catalog.configuration)
     }
-
-    private static let servicesLabels = [Array("_services".utf8), Array("_dns-sd".utf8), Array("_udp".utf8)]
 }

@@ -209,12 +209,14 @@ struct ConfigReader {
     mutating func serviceTypes(_ value: Any, key: String) -> [String] {
         list(value, key: key, expected: "a list of service types like _ipp._tcp",
             element: "a service type like _ipp._tcp (RFC 6763 §7)") { text in
-            let parts = text.lowercased().split(separator: ".", omittingEmptySubsequences: false)
-            guard parts.count == 2, parts[0].hasPrefix("_"), (2...16).contains(parts[0].count),
-                parts[1] == "_tcp" || parts[1] == "_udp"
-            else { return nil }
-            return text
+            Self.isServiceType(text.lowercased().split(separator: ".", omittingEmptySubsequences: false)[...]) ? text : nil
         } ?? []
+    }
+
+    /// `_name._tcp` or `_name._udp`, the name at most 15 characters (RFC 6763 §7), lowercased parts.
+    static func isServiceType(_ parts: ArraySlice<Substring>) -> Bool {
+        guard parts.count == 2, let name = parts.first, let proto = parts.last else { return false }
+        return name.hasPrefix("_") && (2...16).contains(name.count) && (proto == "_tcp" || proto == "_udp")
     }
 
     /// A text field of a mapping; nil when absent or not text.
@@ -295,7 +297,7 @@ struct ConfigReader {
                     element: "a subtype like _universal._sub._ipp._tcp (RFC 6763 §7.1)") { text -> String? in
                     let parts = text.lowercased().split(separator: ".", omittingEmptySubsequences: false)
                     guard parts.count == 4, parts[0].hasPrefix("_"), (2...63).contains(parts[0].count), parts[1] == "_sub",
-                        parts[2].hasPrefix("_"), (2...16).contains(parts[2].count), parts[3] == "_tcp" || parts[3] == "_udp"
+                        Self.isServiceType(parts[2...])
                     else { return nil }
                     return text
                 } ?? []

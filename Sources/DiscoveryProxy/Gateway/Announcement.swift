@@ -21,10 +21,9 @@ public struct Announcement: Hashable, Sendable {
 
     /// The types announced, with the far link's own filter applied: for `--check-config`.
     public func effectiveTypes(far: Link?) -> String {
-        let allows = [services.allow, far?.services.allow].compactMap { $0 }
         let deny = services.deny.union(far?.services.deny ?? [])
-        if let first = allows.first {
-            let types = first.filter { type in allows.allSatisfy { $0.contains(type) } && !deny.contains(type) }.sorted()
+        if let allowed = ServiceFilter.allowedByAll([services] + (far.map { [$0.services] } ?? [])) {
+            let types = allowed.filter { !deny.contains($0) }
             return types.isEmpty ? "no type (the allow lists do not overlap)" : types.joined(separator: ", ")
         }
         let except = deny.isEmpty ? "" : " except \(deny.sorted().joined(separator: ", "))"

@@ -86,24 +86,28 @@ struct FarRecords: Sendable {
         let zone = route.far.zone
         var wanted: Set<RecordKey> = []
         let typeNames = self.typeNames(route)
-        if Self.allowList(route) == nil, let enumeration = try? zone.prepending(Self.servicesLabels) {
+        if Self.allowList(route) == nil, let enumeration = try? zone.prepending(Catalog.servicesLabels) {
             wanted.insert(RecordKey(name: enumeration, type: .ptr))
         }
-        for subtype in subtypeNames(route) { wanted.insert(RecordKey(name: subtype.name, type: .ptr)) }
+        for subtype in subtypeNames(route, types: typeNames) { wanted.insert(RecordKey(name: subtype.name, type: .ptr)) }
         for typeName in typeNames {
             wanted.insert(RecordKey(name: typeName, type: .ptr))
+            let farInstances = instances(of: typeName)
             if let local = Self.clientName(of: typeName, route) {
                 wanted.insert(RecordKey(name: local, type: .ptr))
                 // A client-link instance that has a name this type's far instances could take:
                 // its SRV tells another router's identical announcement from a local service.
-                let candidates = Set(instances(of: typeName).compactMap(\.labels.first).flatMap { label in
-                    (0...Self.renameLevelsChecked).map { Self.lowercased(AnnouncementNames.instance(label, far: route.far, renames: $0)) }
+                let candidates = Set(farInstances.compactMap(\.labels.first).flatMap { label in
+                    (0...Self.renameLevelsChecked).map {
+                        DNSName.lowercased(label: AnnouncementNames.instance(label, far: route.far, renames: $0))
+                    }
                 })
-                for instance in instances(of: local) where instance.labels.first.map(Self.lowercased).map(candidates.contains) == true {
+                for instance in instances(of: local) {
+                    guard let label = instance.labels.first, candidates.contains(DNSName.lowercased(label: label)) else { continue }
                     wanted.insert(RecordKey(name: instance, type: .srv))
                 }
             }
-            for instance in instances(of: typeName) {
+            for instance in farInstances {
                 wanted.insert(RecordKey(name: instance, type: .srv))
                 wanted.insert(RecordKey(name: instance, type: .txt))
                 for target in targets(of: instance, route) {
@@ -119,7 +123,9 @@ struct FarRecords: Sendable {
     /// native to the far link. Sorted, so that output is deterministic.
     func services(_ route: AnnouncementRoute) -> [FarService] {
         var services: [FarService] = []
-        for typeName in typeNames(route) {
+        let typeNames = self.typeNames(route)
+        let subtypeNames = self.subtypeNames(route, types: typeNames)
+        for typeName in typeNames {
             guard let typeLabels = typeName.labels(before: route.far.zone) else { continue }
             for instance in instances(of: typeName) {
                 guard let label = instance.labels.first,
@@ -132,7 +138,7 @@ struct FarRecords: Sendable {
                     .sorted { $0.count != $1.count ? $0.count < $1.count : Self.ordered($0, $1) }  // A before AAAA
                 guard !addresses.isEmpty else { continue }
                 let txt = sets[RecordKey(name: instance, type: .txt)]?.sorted(by: Self.ordered).first ?? [0]
-                let subtypes = subtypeNames(route).filter { subtype in
+                let subtypes = subtypeNames.filter { subtype in
                     subtype.type == typeName && sets[RecordKey(name: subtype.name, type: .ptr)]?.contains(instance.wireBytes) == true
                 }.map(\.label)
                 services.append(FarService(
@@ -164,24 +170,22 @@ struct FarRecords: Sendable {
         case partner
         /// A local service, or something else: the name is taken.
         case other
-        /// Its SRV is not known yet.
-        case unknown
+        /// The client-link instance of that name, whose SRV is not known yet.
+        case unknown(DNSName)
     }
 
     /// Who uses instance `label` of a type on the client link, judged against the far
     /// service `service` would be announced as (`host`, its port). The proxy's own
     /// publications never show here (`OwnRecords`).
     func owner(of label: [UInt8], _ service: FarService, host: DNSName, _ route: AnnouncementRoute) -> LocalOwner {
-        guard let typeName = try? route.client.zone.prepending(service.typeLabels) else { return .none }
-        let wanted = Self.lowercased(label)
-        guard let instance = instances(of: typeName).first(where: { $0.labels.first.map(Self.lowercased) == wanted }) else {
-            return .none
-        }
-        guard let srvs = sets[RecordKey(name: instance, type: .srv)], !srvs.isEmpty else { return .unknown }
-        let hostLabel = host.labels.first.map(Self.lowercased)
+        guard let typeName = try? route.client.zone.prepending(service.typeLabels),
+            let instance = instances(of: typeName).first(where: { $0.labels.first.map { DNSName.labelsEqual($0, label) } == true })
+        else { return .none }
+        guard let srvs = sets[RecordKey(name: instance, type: .srv)], !srvs.isEmpty else { return .unknown(instance) }
+        let hostLabel = host.labels.first ?? []
         let identical = srvs.contains { rdata in
             guard case .srv(_, _, let port, let target)? = value(.srv, rdata) else { return false }
-            return port == service.port && target.labels.first.map(Self.lowercased) == hostLabel
+            return port == service.port && target.labels.first.map { DNSName.labelsEqual($0, hostLabel) } == true
         }
         return identical ? .partner : .other
     }
@@ -191,19 +195,11 @@ struct FarRecords: Sendable {
         typeName.replacingSuffix(route.far.zone, with: route.client.zone)
     }
 
-    static func lowercased(_ label: [UInt8]) -> [UInt8] {
-        label.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }
-    }
-
     // MARK: Names
-
-    static let servicesLabels = ["_services", "_dns-sd", "_udp"].map { Array($0.utf8) }
 
     /// The allow list in force: the route's and the far link's, intersected; nil when neither has one.
     static func allowList(_ route: AnnouncementRoute) -> [String]? {
-        let lists = [route.services.allow, route.far.services.allow].compactMap { $0 }
-        guard let first = lists.first else { return nil }
-        return first.filter { type in lists.allSatisfy { $0.contains(type) } }.sorted()
+        ServiceFilter.allowedByAll([route.services, route.far.services])
     }
 
     private func typeNames(_ route: AnnouncementRoute) -> [DNSName] {
@@ -212,7 +208,7 @@ struct FarRecords: Sendable {
         if let allowed = Self.allowList(route) {
             types = allowed
         } else {
-            guard let enumeration = try? zone.prepending(Self.servicesLabels) else { return [] }
+            guard let enumeration = try? zone.prepending(Catalog.servicesLabels) else { return [] }
             types = (sets[RecordKey(name: enumeration, type: .ptr)] ?? []).compactMap { rdata -> String? in
                 guard case .ptr(let name)? = value(.ptr, rdata),
                     let relative = name.labels(before: zone), relative.count == 2
@@ -225,9 +221,10 @@ struct FarRecords: Sendable {
         }
     }
 
-    /// The route's named subtypes whose type is announced: `_universal._sub._ipp._tcp.<zone>`.
-    private func subtypeNames(_ route: AnnouncementRoute) -> [(name: DNSName, type: DNSName, label: [UInt8])] {
-        let types = Set(typeNames(route))
+    /// The route's named subtypes whose type is announced (`types`, from `typeNames`):
+    /// `_universal._sub._ipp._tcp.<zone>`.
+    private func subtypeNames(_ route: AnnouncementRoute, types: [DNSName]) -> [(name: DNSName, type: DNSName, label: [UInt8])] {
+        let types = Set(types)
         return route.subtypes.sorted().compactMap { text in
             let labels = text.split(separator: ".").map { Array($0.utf8) }
             guard labels.count == 4, let name = try? route.far.zone.prepending(labels),

@@ -65,6 +65,28 @@ public final class Gateway: Sendable {
         var published: [MDNSGroup] = []
         var status: [AnnouncementStatus] = []
         var problems: [String] = []
+        /// Per client link, made once (creating a metric goes through the factory's lock).
+        var instruments: [String: Instruments] = [:]
+
+        mutating func instruments(for link: String) -> Instruments {
+            if let made = instruments[link] { return made }
+            let made = Instruments(link: link)
+            instruments[link] = made
+            return made
+        }
+    }
+
+    /// `gateway_announced_instances`, `gateway_renames_total`, `gateway_withdrawn_total` of one client link.
+    private struct Instruments {
+        let announced: Gauge
+        let renames: Counter
+        let withdrawn: Counter
+
+        init(link: String) {
+            announced = Gauge(label: "gateway_announced_instances", dimensions: [("link", link)])
+            renames = Counter(label: "gateway_renames_total", dimensions: [("link", link)])
+            withdrawn = Counter(label: "gateway_withdrawn_total", dimensions: [("link", link)])
+        }
     }
 
     /// One route and what it follows. `sink` tells its pushes from an older route's.
@@ -152,7 +174,7 @@ public final class Gateway: Sendable {
             for key in batch.collisions {
                 if let collided = model.published.first(where: { $0.key == key }) { proxy.forgetOwnPublication(collided) }
                 model.renames[key, default: 0] += 1
-                Counter(label: "gateway_renames_total", dimensions: [("link", key.interface)]).increment()
+                model.instruments(for: key.interface).renames.increment()
                 logger.info("mDNS gateway: name taken on the link, renaming the far instance", metadata: [
                     "mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)",
                     "gateway.renames": "\(model.renames[key] ?? 0)",
@@ -165,7 +187,7 @@ public final class Gateway: Sendable {
             let (groups, status, waiting) = Self.groups(model.routes, renames: model.renames, now: now)
             recheck = waiting
             guard groups != model.published else { return nil }
-            Self.count(from: model.status, to: status)
+            Self.count(from: model.status, to: status, in: &model)
             model.published = groups
             model.status = status
             return groups
@@ -235,7 +257,7 @@ public final class Gateway: Sendable {
 
     // MARK: Records
 
-    static let servicesName = try! DNSName("_services._dns-sd._udp.local.")
+    static let servicesName = try! Catalog.local.prepending(Catalog.servicesLabels)
 
     /// What every route's complete services become on their client links: one group per
     /// instance (PTR, type enumeration PTR, SRV, TXT) and one per host (A, AAAA). An instance
@@ -270,25 +292,8 @@ public final class Gateway: Sendable {
                     waiting = min(waiting ?? .seconds(3600), clientSettle - (now - since))
                     continue
                 }
-                // A name in use there is never taken: the far instance is renamed (RFC 6762 §9).
-                // Another router's identical announcement is no conflict (§8.2).
-                var level = renames[key] ?? 0
-                var undecided = false
-                while level < 50 {
-                    let candidate = AnnouncementNames.instance(service.instance, far: route.far, renames: level)
-                    switch state.records.owner(of: candidate, service, host: host, route) {
-                    case .none, .partner: break
-                    case .other: level += 1; continue
-                    case .unknown:
-                        // Wait for its SRV while it may still come; then count the name as taken.
-                        let srvSince = state.subscriptions.first { $0.key.type == .srv && $0.key.name.labels.first.map(FarRecords.lowercased) == FarRecords.lowercased(candidate) && $0.key.name.isSubdomain(of: route.client.zone) }?.value.since
-                        if let srvSince, now - srvSince >= clientSettle { level += 1; continue }
-                        waiting = min(waiting ?? .seconds(3600), clientSettle - (now - (srvSince ?? now)))
-                        undecided = true
-                    }
-                    break
-                }
-                if undecided { continue }
+                guard let level = renameLevel(of: service, host: host, in: state, from: renames[key] ?? 0, now: now, waiting: &waiting)
+                else { continue }
                 let label = AnnouncementNames.instance(service.instance, far: route.far, renames: level)
                 guard let instance = try? typeName.prepending([label]),
                     let srv = try? RData.srv(priority: service.priority, weight: service.weight, port: service.port, target: host).wireBytes()
@@ -319,17 +324,44 @@ public final class Gateway: Sendable {
         return (published, status, waiting)
     }
 
+    /// The first rename level, from `level` on, whose name the client link does not use: a
+    /// name in use there is never taken, the far instance is renamed (RFC 6762 §9); another
+    /// router's identical announcement is no conflict (§8.2). Nil while a client-link instance
+    /// of a candidate name has no SRV yet and may still get one (`waiting` says when to look
+    /// again); after `clientSettle` without one, the name counts as taken.
+    private static func renameLevel(
+        of service: FarService, host: DNSName, in state: RouteState, from first: Int, now: Duration, waiting: inout Duration?
+    ) -> Int? {
+        let route = state.route
+        for level in first..<50 {
+            let candidate = AnnouncementNames.instance(service.instance, far: route.far, renames: level)
+            switch state.records.owner(of: candidate, service, host: host, route) {
+            case .none, .partner:
+                return level
+            case .other:
+                continue
+            case .unknown(let instance):
+                let since = state.subscriptions[RecordKey(name: instance, type: .srv)]?.since ?? now
+                if now - since >= clientSettle { continue }
+                waiting = min(waiting ?? .seconds(3600), clientSettle - (now - since))
+                return nil
+            }
+        }
+        return 50
+    }
+
     /// `gateway_announced_instances{link}` and `gateway_withdrawn_total{link}`.
-    private static func count(from old: [AnnouncementStatus], to new: [AnnouncementStatus]) {
+    private static func count(from old: [AnnouncementStatus], to new: [AnnouncementStatus], in model: inout Model) {
         var before: [String: Set<String>] = [:]
         var after: [String: Set<String>] = [:]
         for route in old { before[route.interface, default: []].formUnion(route.instances.map { route.from + " " + $0 }) }
         for route in new { after[route.interface, default: []].formUnion(route.instances.map { route.from + " " + $0 }) }
         for interface in Set(before.keys).union(after.keys) {
             let now = after[interface] ?? []
-            Gauge(label: "gateway_announced_instances", dimensions: [("link", interface)]).record(now.count)
+            let instruments = model.instruments(for: interface)
+            instruments.announced.record(now.count)
             let gone = (before[interface] ?? []).subtracting(now).count
-            if gone > 0 { Counter(label: "gateway_withdrawn_total", dimensions: [("link", interface)]).increment(by: gone) }
+            if gone > 0 { instruments.withdrawn.increment(by: gone) }
         }
     }
 }
