@@ -47,7 +47,7 @@ server-name: ns.example.
 listen: ["127.0.0.1:%(port)d"]
 admin: "127.0.0.1:%(admin)d"
 inventory-interval: 0
-log-level: debug
+log-level: %(log)s
 links:
   - interface: dgr-f
     domain: lab1.example.
@@ -55,9 +55,15 @@ links:
     domain: lab2.example.
     announce:
       - from: lab1.example.
-        services: {allow: [_ipp._tcp]}
-        subtypes: [_universal._sub._ipp._tcp]
-"""
+        services: {allow: [%(types)s]}
+%(subtypes)s"""
+
+
+def config(types=("_ipp._tcp",), subtypes=("_universal._sub._ipp._tcp",), log="debug"):
+    """The gateway proxies' configuration (also scripts/bench/gateway.py's): dgr-c announces
+    lab1.example.'s `types` and `subtypes`."""
+    listed = "        subtypes: [%s]\n" % ", ".join(subtypes) if subtypes else ""
+    return CONFIG % {"port": PORT, "admin": PORT + 3000, "log": log, "types": ", ".join(types), "subtypes": listed}
 
 LISTENER = r"""
 import socket
@@ -120,7 +126,7 @@ class GatewayLab:
         self.lab.wait_avahi_on_bus(NS_GC, "gw-avahi-c", self.dbus_c)
         self.lab.spawn(NS_GF, [PY, "-c", LISTENER], "gw-listener")
         with open(self.config, "w") as f:
-            f.write(CONFIG % {"port": PORT, "admin": PORT + 3000})
+            f.write(config())
 
     def start_far_avahi(self):
         self.lab.spawn_avahi(NS_GF, "gw-avahi-f",

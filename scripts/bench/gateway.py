@@ -25,21 +25,6 @@ SECTION = "i. gateway"
 TYPES = ["_bench%d._tcp" % i for i in range(5)]
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-CONFIG = """\
-server-name: ns.example.
-listen: ["127.0.0.1:%(port)d"]
-inventory-interval: 0
-log-level: info
-links:
-  - interface: dgr-f
-    domain: lab1.example.
-  - interface: dgr-c
-    domain: lab2.example.
-    announce:
-      - from: lab1.example.
-        services: {allow: [%(types)s]}
-"""
-
 
 def _pct(values, q):
     if not values:
@@ -148,7 +133,7 @@ def run(report, binary, log, smoke=False):
     try:
         g.start()
         with open(g.config, "w") as f:
-            f.write(CONFIG % {"port": G.PORT, "types": ", ".join(TYPES)})
+            f.write(G.config(TYPES, subtypes=(), log="info"))
         g.start_proxy()
         time.sleep(2)
         results["gateway"] = _phase(g, lab_, "gateway", count, interval, log)
