@@ -1,4 +1,5 @@
 import DNSWire
+import MDNS
 
 /// One link: a network interface facing a remote subnet, served as its own DNS zone
 /// (RFC 8766 §5.1: each link has a unique domain; its names are resolved only on that link).
@@ -139,6 +140,8 @@ public struct ProxyConfiguration: Sendable {
     /// Rate limit of mDNS queries the proxy starts, per link (RFC 8766 §9.3).
     public var mdnsQueriesPerSecond: Double = 20
     public var mdnsQueryBurst: Double = 40
+    /// Budget of the mDNS gateway's announcements and goodbyes, per client link (packets).
+    public var mdnsAnnouncePacing = AnnouncementPacing()
     /// Largest UDP answer we send, whatever the client advertises (RFC 6891 §6.2.5).
     public var maxUDPPayload: Int = 1232
     /// Answer a query whose browse was released not long ago at once from its last results

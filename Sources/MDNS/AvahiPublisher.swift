@@ -15,6 +15,14 @@ internal import CAvahiClient
 /// back (`AVAHI_CLIENT_NO_FAIL`). A group the daemon refuses (publishing disabled, interface
 /// gone) is logged once per reason and retried every `retryDelay`, and on the next `publish`.
 ///
+/// Announcements: avahi-daemon's own (RFC 6762 §8.3, its first 20–370 ms after the commit:
+/// 0–250 ms jitter, then its response scheduler's), or, given `announcing`, the publisher's:
+/// records are published with `AVAHI_PUBLISH_NO_ANNOUNCE` (avahi answers queries for them and
+/// defends them) and a group is announced by `AnnouncementQueue` as soon as the daemon has
+/// established it, changed records announced and withdrawn ones said goodbye to, paced per
+/// interface. The daemon sends no goodbyes for such records when the proxy stops, so
+/// `shutdown` sends them; after a crash they expire with their TTL.
+///
 /// Every field but the `let`s is guarded by the poll lock: avahi runs callbacks on the poll
 /// thread holding it, and `publish`/`shutdown` take it. Neither may be called from a callback.
 public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
@@ -36,10 +44,19 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private var problems: [String: String] = [:]
     private var timer: OpaquePointer?  // AvahiTimeout*
 
+    /// Announcing itself (`announcing` given): what is queued, what each group's clients were
+    /// told (goodbyes and updates are computed against it), and the sockets.
+    private var announcements: AnnouncementQueue?
+    private var announced: [MDNSGroup.Key: [MDNSRecord]] = [:]
+    private let sender = MulticastSender()
+    private var announceTimer: OpaquePointer?  // AvahiTimeout*
+    private let origin = ContinuousClock.now
+
     /// `onCollision` runs on the poll thread with its lock held: it must not call `publish`
     /// before returning (hand the rename to another queue).
     public init(
         logger: Logger, ttl: UInt32 = 4500, retryDelay: Duration = .seconds(10),
+        announcing: AnnouncementPacing? = nil,
         onCollision: @escaping @Sendable (MDNSGroup.Key) -> Void = { _ in }
     ) throws(MDNSError) {
         guard let poll = avahi_threaded_poll_new() else { throw .daemon("cannot create the avahi threaded poll") }
@@ -50,8 +67,14 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         self.poll = poll
         self.pollAPI = avahi_threaded_poll_get(poll)
         self.timer = cavahi_timeout_new(self.pollAPI, publisherTimerCallback, Unmanaged.passUnretained(self).toOpaque())
+        if let announcing {
+            self.announcements = AnnouncementQueue(pacing: announcing)
+            self.announceTimer = cavahi_timeout_new(
+                self.pollAPI, announceTimerCallback, Unmanaged.passUnretained(self).toOpaque())
+        }
         guard avahi_threaded_poll_start(poll) >= 0 else {
             if let timer { cavahi_timeout_free(self.pollAPI, timer) }
+            if let announceTimer { cavahi_timeout_free(self.pollAPI, announceTimer) }
             avahi_threaded_poll_free(poll)
             throw .daemon("cannot start the avahi poll thread")
         }
@@ -80,6 +103,12 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             self.dropGroups()
             if let timer = self.timer { cavahi_timeout_free(self.pollAPI, timer) }
             self.timer = nil
+            // The daemon sends no goodbyes for records it was told not to announce: ours, at once.
+            for (key, records) in self.announced.sorted(by: { $0.key < $1.key }) { self.goodbye(records, key: key) }
+            self.announced = [:]
+            self.sendAnnouncements(ignoringPacing: true)
+            if let announceTimer = self.announceTimer { cavahi_timeout_free(self.pollAPI, announceTimer) }
+            self.announceTimer = nil
             // Freeing the client frees its groups on the daemon, which sends the goodbyes.
             if let client = self.client { avahi_client_free(client) }
             self.client = nil
@@ -89,6 +118,12 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             return true
         }
         if wasRunning { avahi_threaded_poll_stop(self.poll) }
+    }
+
+    public func pace(_ pacing: AnnouncementPacing) {
+        self.locked {
+            if self.announcements != nil && self.announcements?.pacing != pacing { self.announcements?.pacing = pacing }
+        }
     }
 
     private func locked<R>(_ body: () -> R) -> R {
@@ -127,11 +162,14 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             for group in self.groups.values { group.reset() }
         case AVAHI_CLIENT_CONNECTING:
             // The daemon went away: its groups are gone with it; freed here without a D-Bus call.
+            // Announced again in full once it is back.
             self.isRunning = false
             self.dropGroups()
+            self.announced = [:]
         case AVAHI_CLIENT_FAILURE:
             self.isRunning = false
             self.dropGroups()
+            self.announced = [:]
             self.clientFailed = true
             self.note("", "lost avahi-daemon: \(AvahiBackend.errorText(client.map { avahi_client_errno($0) } ?? Int32(AVAHI_ERR_FAILURE)))")
             self.armTimer()  // the client is freed there, never inside its own callback
@@ -153,6 +191,8 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         for (key, group) in self.groups where self.wanted[key] == nil {
             group.free()
             self.groups[key] = nil
+            // After the free: a daemon still holding the records would answer the goodbye (refresh).
+            self.goodbye(self.announced.removeValue(forKey: key) ?? [], key: key)
             self.logger.debug("mDNS records withdrawn", metadata: ["mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)"])
         }
         var retry = false
@@ -166,6 +206,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             if !self.commit(wanted.records, as: key, probe: wanted.probe, client: client) { retry = true }
         }
         if retry { self.armTimer() }
+        self.sendAnnouncements()
     }
 
     /// Publishes `records` on `interface` in a fresh (or reset) group; false when it must be retried.
@@ -197,7 +238,8 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             guard let name = AvahiName.escape(record.name) else { continue }
             // RFC 6762 §2: PTRs are shared; the rest is probed for and owned (§8.1).
             let unique = AVAHI_PUBLISH_UNIQUE.rawValue | (probe ? 0 : AVAHI_PUBLISH_NO_PROBE.rawValue)
-            let flags = record.type == .ptr ? AvahiPublishFlags(0) : AvahiPublishFlags(unique)
+            let announce = self.announcements == nil ? 0 : AVAHI_PUBLISH_NO_ANNOUNCE.rawValue
+            let flags = AvahiPublishFlags((Self.isUnique(record) ? unique : 0) | announce)
             let error = name.withCString { text in
                 record.rdata.withUnsafeBytes { rdata in
                     avahi_entry_group_add_record(
@@ -228,6 +270,11 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     /// Gives the group up until it is asked for with other records (another name).
     private func collided(_ group: PublishedGroup, records: [MDNSRecord]) -> Bool {
         group.reset()
+        // The name is another host's now: goodbye to our data under it, not to the shared
+        // PTRs, which are the owner's too (its instance has the same name).
+        let told = self.announced.removeValue(forKey: group.key) ?? []
+        self.goodbye(told.filter(Self.isUnique), key: group.key)
+        self.sendAnnouncements()
         group.records = records
         group.failed = true
         group.collided = true
@@ -249,6 +296,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         switch state {
         case AVAHI_ENTRY_GROUP_ESTABLISHED:
             self.problems[group.key.interface] = nil
+            self.announceChanges(group)
             self.logger.debug(
                 "mDNS records published",
                 metadata: [
@@ -268,6 +316,56 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         default:
             break
         }
+    }
+
+    // MARK: Own announcements (poll lock held)
+
+    /// RFC 6762 §2: PTRs are shared, the rest is unique (§8.1) and sent with the cache-flush bit.
+    private static func isUnique(_ record: MDNSRecord) -> Bool { record.type != .ptr }
+
+    private var now: Duration { ContinuousClock.now - self.origin }
+
+    /// Announces what the group's clients were not told yet, and says goodbye to what it no
+    /// longer holds; a unique record replaced by other data needs no goodbye (its new data
+    /// flushes it from caches, §10.2).
+    private func announceChanges(_ group: PublishedGroup) {
+        guard self.announcements != nil, let records = group.records else { return }
+        let told = self.announced[group.key] ?? []
+        let gone = told.filter { old in
+            !records.contains(old)
+                && !(Self.isUnique(old) && records.contains { $0.type == old.type && $0.name == old.name })
+        }
+        self.goodbye(gone, key: group.key)
+        let new = records.filter { !told.contains($0) }
+        self.announcements?.announce(
+            new.map { .init(record: $0, unique: Self.isUnique($0), ttl: self.ttl) }, on: group.key.interface, now: self.now)
+        self.announced[group.key] = records
+        self.sendAnnouncements()
+    }
+
+    private func goodbye(_ records: [MDNSRecord], key: MDNSGroup.Key) {
+        self.announcements?.goodbye(
+            records.map { .init(record: $0, unique: Self.isUnique($0), ttl: 0) }, on: key.interface, now: self.now)
+    }
+
+    /// Sends what is due and sleeps until the next is.
+    private func sendAnnouncements(ignoringPacing: Bool = false) {
+        guard var queue = self.announcements else { return }
+        let now = self.now
+        for (interface, packet) in queue.due(now: now, ignoringPacing: ignoringPacing) {
+            if let error = self.sender.send(packet, on: interface) {
+                self.note(interface, "cannot send mDNS announcements: \(error)")
+            }
+        }
+        self.announcements = queue
+        guard let announceTimer, let next = queue.nextDue else { return }
+        let wait = max(.zero, next - now)
+        cavahi_timeout_arm(self.pollAPI, announceTimer, UInt32(clamping: Int64(wait / .milliseconds(1)) + 1))
+    }
+
+    fileprivate func announceTimerFired() {
+        guard !self.isShutDown else { return }
+        self.sendAnnouncements()
     }
 
     // MARK: Retry (poll lock held)
@@ -343,6 +441,11 @@ private let publisherGroupCallback: AvahiEntryGroupCallback = { _, state, userda
     guard let userdata else { return }
     let group = Unmanaged<PublishedGroup>.fromOpaque(userdata).takeUnretainedValue()
     group.publisher.groupStateChanged(group, state)
+}
+
+private let announceTimerCallback: AvahiTimeoutCallback = { _, userdata in
+    guard let userdata else { return }
+    Unmanaged<AvahiPublisher>.fromOpaque(userdata).takeUnretainedValue().announceTimerFired()
 }
 
 private let publisherTimerCallback: AvahiTimeoutCallback = { _, userdata in

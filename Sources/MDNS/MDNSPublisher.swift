@@ -45,4 +45,11 @@ public protocol MDNSPublisher: AnyObject, Sendable {
 
     /// Withdraws everything and lets go of the daemon. Idempotent.
     func shutdown()
+
+    /// Sets the budget of a publisher that sends its announcements itself (after a reload).
+    func pace(_ pacing: AnnouncementPacing)
+}
+
+extension MDNSPublisher {
+    public func pace(_ pacing: AnnouncementPacing) {}
 }

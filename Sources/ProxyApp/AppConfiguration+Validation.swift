@@ -1,6 +1,7 @@
 import DNSServer
 import DNSWire
 import DiscoveryProxy
+import MDNS
 
 extension AppConfiguration {
     /// Resolvers stop waiting for a server after about 1.5 s (PowerDNS Recursor answers
@@ -255,6 +256,7 @@ extension AppConfiguration {
         config.suppressLinkLocal = suppressLinkLocal
         config.mdnsQueriesPerSecond = mdnsQueriesPerSecond
         config.mdnsQueryBurst = mdnsQueryBurst
+        config.mdnsAnnouncePacing = AnnouncementPacing(packetsPerSecond: mdnsAnnounceRate, burst: mdnsAnnounceBurst)
         config.maxUDPPayload = maxUDPPayload
         config.optimisticAnswers = optimisticAnswers
         config.optimisticMaxStaleness = .milliseconds(Int(optimisticMaxStalenessSeconds * 1000))

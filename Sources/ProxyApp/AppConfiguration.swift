@@ -1,6 +1,7 @@
 import DNSServer
 import DNSWire
 import DiscoveryProxy
+import MDNS
 
 /// The effective configuration of the daemon: the YAML file with the command-line flags
 /// applied on top. Every field has a working default except `links`.
@@ -73,6 +74,8 @@ public struct AppConfiguration: Sendable, Equatable {
     public var suppressLinkLocal = proxy.suppressLinkLocal
     public var mdnsQueriesPerSecond = proxy.mdnsQueriesPerSecond
     public var mdnsQueryBurst = proxy.mdnsQueryBurst
+    public var mdnsAnnounceRate = proxy.mdnsAnnouncePacing.packetsPerSecond
+    public var mdnsAnnounceBurst = proxy.mdnsAnnouncePacing.burst
     public var maxUDPPayload = proxy.maxUDPPayload
     public var optimisticAnswers = proxy.optimisticAnswers
     public var optimisticMaxStalenessSeconds = proxy.optimisticMaxStaleness / .seconds(1)

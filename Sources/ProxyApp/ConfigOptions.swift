@@ -70,6 +70,8 @@ extension AppConfiguration {
             .scalar("suppress-link-local", \.suppressLinkLocal, .boolean),
             .scalar("mdns-query-rate", \.mdnsQueriesPerSecond, .number, [Rule({ $0 > 0 }, "must be positive")]),
             .scalar("mdns-query-burst", \.mdnsQueryBurst, .number, [Rule({ $0 >= 1 }, "must be at least 1")]),
+            .scalar("mdns-announce-rate", \.mdnsAnnounceRate, .number, [Rule({ $0 > 0 }, "must be positive")]),
+            .scalar("mdns-announce-burst", \.mdnsAnnounceBurst, .number, [Rule({ $0 >= 1 }, "must be at least 1")]),
             .scalar(
                 "max-udp-payload", \.maxUDPPayload, .integer,
                 [Rule({ (512...65535).contains($0) }, "must be between 512 and 65535")]),

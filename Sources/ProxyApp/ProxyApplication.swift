@@ -195,7 +195,9 @@ public struct ProxyApplication: Sendable {
         let collisions = CollisionForwarder()
         let publisher: AvahiPublisher
         do {
-            publisher = try AvahiPublisher(logger: logger, onCollision: { collisions.forward($0) })
+            // Announcing itself; the gateway sets the configured budget at start and on reload.
+            publisher = try AvahiPublisher(
+                logger: logger, announcing: AnnouncementPacing(), onCollision: { collisions.forward($0) })
         } catch {
             throw StartupError("cannot start the avahi client: \(error)")
         }

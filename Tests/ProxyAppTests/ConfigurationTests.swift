@@ -1,6 +1,7 @@
 import DNSServer
 import DNSWire
 import DiscoveryProxy
+import MDNS
 import Foundation
 @testable import ProxyApp
 import Testing
@@ -277,6 +278,8 @@ struct ConfigurationTests {
             suppress-link-local: false
             mdns-query-rate: 10
             mdns-query-burst: 30
+            mdns-announce-rate: 5
+            mdns-announce-burst: 10
             max-udp-payload: 1400
             optimistic-answers: false
             optimistic-max-staleness: 300
@@ -295,6 +298,8 @@ struct ConfigurationTests {
         #expect(AppConfiguration.parse(yaml: printed).0.render(interfaces: interfaces) == printed)
         #expect(reloaded.tcpMaxInFlightPerConnection == 16 && reloaded.push.keepaliveIntervalSeconds == 20)
         #expect(reloaded.tcpMaxConnectionsPerSubnet == 20 && reloaded.tcpMaxConnectionLifetimeSeconds == 3600)
+        #expect(reloaded.proxyConfiguration(interfaces: interfaces).mdnsAnnouncePacing
+            == AnnouncementPacing(packetsPerSecond: 5, burst: 10))
         // Unknown keys are found at the top and inside sections, from the same table.
         let (_, unknown) = AppConfiguration.parse(yaml: "frobnicate: 1\ntcp: {idle-timout: 3}\n")
         #expect(unknown.map(\.key) == ["frobnicate", "tcp.idle-timout"])

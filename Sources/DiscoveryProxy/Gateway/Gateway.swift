@@ -198,7 +198,9 @@ public final class Gateway: Sendable {
     }
 
     private func rebuild(_ model: inout Model) {
-        let (routes, problems) = AnnouncementRoute.routes(proxy.configuration)
+        let configuration = proxy.configuration
+        publisher.pace(configuration.mdnsAnnouncePacing)
+        let (routes, problems) = AnnouncementRoute.routes(configuration)
         for problem in problems where !model.problems.contains(problem) {
             logger.warning("mDNS gateway: \(problem)")
         }

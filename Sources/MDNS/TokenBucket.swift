@@ -1,12 +1,12 @@
 /// Token bucket for the mDNS queries the proxy generates on one link (RFC 8766 §9.3: a proxy
 /// must not let unicast clients flood a link with multicast; ~20 packets/s on 802.11).
-struct TokenBucket: Sendable {
-    let rate: Double
-    let burst: Double
+public struct TokenBucket: Sendable {
+    public let rate: Double
+    public let burst: Double
     private var tokens: Double
     private var last: Duration
 
-    init(rate: Double, burst: Double, now: Duration) {
+    public init(rate: Double, burst: Double, now: Duration) {
         self.rate = max(rate, 0.001)
         self.burst = max(burst, 1)
         self.tokens = self.burst
@@ -15,7 +15,7 @@ struct TokenBucket: Sendable {
 
     /// Takes a token, returning how long the caller must wait before using it (zero when one
     /// is free now). Reservations queue up: the bucket may go negative.
-    mutating func reserve(now: Duration) -> Duration {
+    public mutating func reserve(now: Duration) -> Duration {
         let elapsed = (now - last) / .seconds(1)
         tokens = min(burst, tokens + max(0, elapsed) * rate)
         last = now
@@ -25,5 +25,5 @@ struct TokenBucket: Sendable {
     }
 
     /// Returns an unused reservation.
-    mutating func refund() { tokens = min(burst, tokens + 1) }
+    public mutating func refund() { tokens = min(burst, tokens + 1) }
 }

@@ -1,0 +1,171 @@
+import DNSWire
+
+/// How fast a publisher may send its own unsolicited responses on one interface: packets per
+/// second and the burst it may send at once (`mdns-announce-rate`, `mdns-announce-burst`).
+public struct AnnouncementPacing: Sendable, Equatable {
+    public var packetsPerSecond: Double
+    public var burst: Double
+
+    public init(packetsPerSecond: Double = 20, burst: Double = 40) {
+        self.packetsPerSecond = packetsPerSecond
+        self.burst = burst
+    }
+}
+
+/// The unsolicited mDNS responses a publisher sends itself, per interface: announcements
+/// (RFC 6762 §8.3: two, one second apart; §8.4: a changed record is announced the same way)
+/// and goodbyes (§10.1: TTL zero). Records due together share packets; each packet takes a
+/// token from the interface's bucket, so a burst of changes is spread out, never dropped.
+///
+/// A value with no clock and no sockets: the owner passes `now` and sends what `due` returns.
+public struct AnnouncementQueue: Sendable {
+    /// One record as it goes on the wire. `ttl` zero is a goodbye.
+    public struct Outgoing: Hashable, Sendable {
+        public var record: MDNSRecord
+        /// Sets the cache-flush bit (RFC 6762 §10.2): the record is unique, the sender owns its name.
+        public var unique: Bool
+        public var ttl: UInt32
+
+        public init(record: MDNSRecord, unique: Bool, ttl: UInt32) {
+            self.record = record
+            self.unique = unique
+            self.ttl = ttl
+        }
+    }
+
+    /// RFC 6762 §8.3: the second announcement one second after the first.
+    public static let repeatAfter: Duration = .seconds(1)
+    /// The DNS payload a packet is filled to: an Ethernet MTU less IPv6 and UDP headers, with room
+    /// to spare; a record bigger than that goes alone (§17 allows up to 9000 bytes).
+    public static let packetSize = 1400
+
+    private struct Pending: Sendable {
+        var outgoing: Outgoing
+        var due: Duration
+    }
+
+    public var pacing: AnnouncementPacing
+    private var pending: [String: [Pending]] = [:]
+    private var buckets: [String: TokenBucket] = [:]
+
+    public init(pacing: AnnouncementPacing = AnnouncementPacing()) {
+        self.pacing = pacing
+    }
+
+    public var isEmpty: Bool { pending.isEmpty }
+
+    /// Announces `records` on `interface` now and again one second later. A pending goodbye
+    /// for one of them is cancelled, and so is a pending announcement of other data for a
+    /// unique record's name and type (it was replaced).
+    public mutating func announce(_ records: [Outgoing], on interface: String, now: Duration) {
+        guard !records.isEmpty else { return }
+        var queue = pending[interface] ?? []
+        queue.removeAll { old in
+            records.contains { new in
+                old.outgoing.record == new.record
+                    || (new.unique && old.outgoing.ttl > 0 && old.outgoing.record.type == new.record.type
+                        && old.outgoing.record.name == new.record.name)
+            }
+        }
+        for delay in [Duration.zero, Self.repeatAfter] {
+            queue += records.map { Pending(outgoing: $0, due: now + delay) }
+        }
+        pending[interface] = queue
+    }
+
+    /// Says goodbye to `records` on `interface` (TTL zero, once); their pending announcements are cancelled.
+    public mutating func goodbye(_ records: [Outgoing], on interface: String, now: Duration) {
+        guard !records.isEmpty else { return }
+        var queue = pending[interface] ?? []
+        queue.removeAll { old in records.contains { $0.record == old.outgoing.record } }
+        queue += records.map { Pending(outgoing: Outgoing(record: $0.record, unique: $0.unique, ttl: 0), due: now) }
+        pending[interface] = queue
+    }
+
+    /// Forgets what is pending on `interface` (it went away).
+    public mutating func cancel(on interface: String) {
+        pending[interface] = nil
+    }
+
+    /// The packets to send now, per interface, as far as each interface's budget allows.
+    /// `ignoringPacing` empties the queue at once (shutdown goodbyes).
+    public mutating func due(now: Duration, ignoringPacing: Bool = false) -> [(interface: String, packet: [UInt8])] {
+        var out: [(interface: String, packet: [UInt8])] = []
+        for interface in pending.keys.sorted() {
+            guard var queue = pending[interface] else { continue }
+            var ready: [Outgoing] = []
+            queue.removeAll { item in
+                guard item.due <= now || ignoringPacing else { return false }
+                if !ready.contains(item.outgoing) { ready.append(item.outgoing) }
+                return true
+            }
+            var bucket = buckets[interface]
+                ?? TokenBucket(rate: pacing.packetsPerSecond, burst: pacing.burst, now: now)
+            var held: [Outgoing] = []
+            var wait = Duration.zero
+            for packet in MDNSResponseEncoder.packets(ready, limit: Self.packetSize) {
+                if !ignoringPacing && held.isEmpty {
+                    wait = bucket.reserve(now: now)
+                    if wait > .zero { bucket.refund() }
+                }
+                if ignoringPacing || (held.isEmpty && wait == .zero) {
+                    out.append((interface, packet.bytes))
+                } else {
+                    held += packet.records
+                }
+            }
+            buckets[interface] = bucket
+            // What the budget did not allow waits for the next token, ahead of later rounds.
+            queue = held.map { Pending(outgoing: $0, due: now + wait) } + queue
+            pending[interface] = queue.isEmpty ? nil : queue
+        }
+        return out
+    }
+
+    /// When `due` has something to send next.
+    public var nextDue: Duration? {
+        pending.values.lazy.flatMap { $0 }.map(\.due).min()
+    }
+}
+
+/// Unsolicited mDNS responses on the wire (RFC 6762 §18: ID zero, QR and AA set, answers
+/// only), records packed in the order given, uncompressed.
+enum MDNSResponseEncoder {
+    struct Packet {
+        var bytes: [UInt8]
+        var records: [AnnouncementQueue.Outgoing]
+    }
+
+    static func packets(_ records: [AnnouncementQueue.Outgoing], limit: Int) -> [Packet] {
+        var packets: [Packet] = []
+        var current = Packet(bytes: [], records: [])
+        for record in records {
+            let encoded = encode(record)
+            if !current.records.isEmpty && 12 + current.bytes.count + encoded.count > limit {
+                packets.append(current)
+                current = Packet(bytes: [], records: [])
+            }
+            current.bytes += encoded
+            current.records.append(record)
+        }
+        if !current.records.isEmpty { packets.append(current) }
+        return packets.map { packet in
+            let count = UInt16(packet.records.count)
+            let header: [UInt8] = [0, 0, 0x84, 0x00, 0, 0, UInt8(count >> 8), UInt8(count & 0xff), 0, 0, 0, 0]
+            return Packet(bytes: header + packet.bytes, records: packet.records)
+        }
+    }
+
+    private static func encode(_ item: AnnouncementQueue.Outgoing) -> [UInt8] {
+        let record = item.record
+        let rrClass = record.rrClass.rawValue | (item.unique ? 0x8000 : 0)
+        var bytes = record.name.wireBytes
+        bytes.reserveCapacity(bytes.count + 10 + record.rdata.count)
+        for value in [record.type.rawValue, rrClass] { bytes += [UInt8(value >> 8), UInt8(value & 0xff)] }
+        bytes += [UInt8(item.ttl >> 24), UInt8((item.ttl >> 16) & 0xff), UInt8((item.ttl >> 8) & 0xff), UInt8(item.ttl & 0xff)]
+        let length = UInt16(clamping: record.rdata.count)
+        bytes += [UInt8(length >> 8), UInt8(length & 0xff)]
+        bytes += record.rdata
+        return bytes
+    }
+}

@@ -1,0 +1,135 @@
+import Glibc
+
+/// Sends mDNS packets to 224.0.0.251 and ff02::fb on an interface, from UDP port 5353 as
+/// RFC 6762 §6 requires of responses, beside avahi-daemon's sockets on that port.
+///
+/// Each socket is bound to the multicast group itself (not the wildcard) with SO_REUSEADDR,
+/// so the kernel delivers it no unicast datagram for port 5353 (those stay avahi's), and
+/// IP_MULTICAST_ALL off keeps the group's traffic from queueing on it: it only sends. TTL
+/// (hop limit) 255 (§11). Not thread-safe: its owner serialises calls.
+final class MulticastSender {
+    private struct Sockets {
+        var index: UInt32
+        var v4: Int32?
+        var v6: Int32?
+    }
+
+    private var sockets: [String: Sockets] = [:]
+
+    deinit { for interface in Array(sockets.keys) { close(interface) } }
+
+    /// Sends `packet` on `interface` over IPv4 and IPv6. Returns why it failed on both, or nil.
+    func send(_ packet: [UInt8], on interface: String) -> String? {
+        let index = if_nametoindex(interface)
+        guard index != 0 else {
+            close(interface)
+            return "no such network interface"
+        }
+        if sockets[interface]?.index != index {
+            close(interface)
+            sockets[interface] = Sockets(index: index, v4: Self.openV4(index), v6: Self.openV6(index))
+        }
+        guard let entry = sockets[interface] else { return nil }
+        if entry.v4 == nil && entry.v6 == nil {
+            sockets[interface] = nil  // opened again on the next send
+            return "cannot open a socket on UDP port 5353: \(String(cString: strerror(errno)))"
+        }
+        var errors: [String] = []
+        if let fd = entry.v4 {
+            if let error = Self.send(fd, packet, to: Self.groupV4) { errors.append("IPv4: \(error)") }
+        } else {
+            errors.append("IPv4: no socket")
+        }
+        if let fd = entry.v6 {
+            if let error = Self.send(fd, packet, to: Self.groupV6(index)) { errors.append("IPv6: \(error)") }
+        } else {
+            errors.append("IPv6: no socket")
+        }
+        return errors.count == 2 ? errors.joined(separator: "; ") : nil
+    }
+
+    func close(_ interface: String) {
+        guard let entry = sockets.removeValue(forKey: interface) else { return }
+        for fd in [entry.v4, entry.v6].compactMap({ $0 }) { _ = Glibc.close(fd) }
+    }
+
+    private static func send<Address>(_ fd: Int32, _ packet: [UInt8], to address: Address) -> String? {
+        var address = address
+        let sent = packet.withUnsafeBytes { bytes in
+            withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT), $0, socklen_t(MemoryLayout<Address>.size))
+                }
+            }
+        }
+        return sent < 0 ? String(cString: strerror(errno)) : nil
+    }
+
+    private static let groupV4: sockaddr_in = {
+        var group = sockaddr_in()
+        group.sin_family = sa_family_t(AF_INET)
+        group.sin_port = in_port_t(5353).bigEndian
+        group.sin_addr.s_addr = in_addr_t(0xE000_00FB).bigEndian
+        return group
+    }()
+
+    private static func groupV6(_ index: UInt32) -> sockaddr_in6 {
+        var group = sockaddr_in6()
+        group.sin6_family = sa_family_t(AF_INET6)
+        group.sin6_port = in_port_t(5353).bigEndian
+        withUnsafeMutableBytes(of: &group.sin6_addr) { bytes in
+            bytes.copyBytes(from: [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xfb] as [UInt8])
+        }
+        group.sin6_scope_id = index
+        return group
+    }
+
+    private static func option(_ fd: Int32, _ level: Int32, _ name: Int32, _ value: Int32) -> Bool {
+        var value = value
+        return setsockopt(fd, level, name, &value, socklen_t(MemoryLayout<Int32>.size)) == 0
+    }
+
+    private static func bind<Address>(_ fd: Int32, _ address: Address) -> Bool {
+        var address = address
+        return withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.bind(fd, $0, socklen_t(MemoryLayout<Address>.size)) == 0
+            }
+        }
+    }
+
+    /// Linux's IP_MULTICAST_ALL and IPV6_MULTICAST_ALL (not in every libc's headers).
+    private static let ipMulticastAll: Int32 = 49
+    private static let ipv6MulticastAll: Int32 = 29
+
+    private static func openV4(_ index: UInt32) -> Int32? {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var request = ip_mreqn()
+        request.imr_ifindex = Int32(index)
+        let ready =
+            option(fd, SOL_SOCKET, SO_REUSEADDR, 1)
+            && option(fd, Int32(IPPROTO_IP), ipMulticastAll, 0)
+            && bind(fd, groupV4)
+            && setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_IF, &request, socklen_t(MemoryLayout<ip_mreqn>.size)) == 0
+            && option(fd, Int32(IPPROTO_IP), IP_MULTICAST_TTL, 255)
+            && option(fd, Int32(IPPROTO_IP), IP_MULTICAST_LOOP, 1)
+        if !ready { _ = Glibc.close(fd) }
+        return ready ? fd : nil
+    }
+
+    private static func openV6(_ index: UInt32) -> Int32? {
+        let fd = socket(AF_INET6, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        let ready =
+            option(fd, SOL_SOCKET, SO_REUSEADDR, 1)
+            && option(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1)
+            && option(fd, Int32(IPPROTO_IPV6), ipv6MulticastAll, 0)
+            && bind(fd, groupV6(index))
+            && option(fd, Int32(IPPROTO_IPV6), IPV6_MULTICAST_IF, Int32(index))
+            && option(fd, Int32(IPPROTO_IPV6), IPV6_MULTICAST_HOPS, 255)
+            && option(fd, Int32(IPPROTO_IPV6), IPV6_MULTICAST_LOOP, 1)
+        if !ready { _ = Glibc.close(fd) }
+        return ready ? fd : nil
+    }
+}

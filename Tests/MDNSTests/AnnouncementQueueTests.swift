@@ -1,0 +1,131 @@
+import DNSWire
+import Testing
+
+@testable import MDNS
+
+/// The publisher's own announcements (RFC 6762 §8.3, §8.4, §10.1), paced per interface.
+@Suite struct AnnouncementQueueTests {
+    static func record(_ name: String, _ type: RRType = .txt, _ data: [UInt8] = [3, 0x61, 0x3d, 0x31]) -> MDNSRecord {
+        MDNSRecord(name: try! DNSName(name), type: type, rdata: data)
+    }
+
+    static func outgoing(_ record: MDNSRecord, ttl: UInt32 = 4500) -> AnnouncementQueue.Outgoing {
+        .init(record: record, unique: record.type != .ptr, ttl: ttl)
+    }
+
+    /// Records and TTLs of one packet, read back by a parser we did not write (ldns).
+    static func parse(_ packet: [UInt8]) throws -> [(name: String, type: RRType, flush: Bool, ttl: UInt32)] {
+        #expect(Array(packet[0..<4]) == [0, 0, 0x84, 0], "ID 0, QR and AA (RFC 6762 §18)")
+        let message = try Message(wire: packet)
+        #expect(message.questions.isEmpty)
+        // The cache-flush bit is the class's top bit, which the parser masks: read it from the bytes.
+        var flush: [Bool] = []
+        var offset = 12
+        for _ in message.answers {
+            while packet[offset] != 0 { offset += Int(packet[offset]) + 1 }
+            flush.append(packet[offset + 3] & 0x80 != 0)
+            offset += 11 + (Int(packet[offset + 9]) << 8 | Int(packet[offset + 10]))
+        }
+        #expect(offset == packet.count)
+        return zip(message.answers, flush).map { ("\($0.name)", $0.type, $1, $0.ttl) }
+    }
+
+    @Test("two announcements one second apart, unique records with the cache-flush bit (§8.3, §10.2)")
+    func twoAnnouncements() throws {
+        var queue = AnnouncementQueue()
+        let ptr = Self.record("_ipp._tcp.local.", .ptr, try DNSName("P._ipp._tcp.local.").wireBytes)
+        let txt = Self.record("P._ipp._tcp.local.")
+        queue.announce([Self.outgoing(ptr), Self.outgoing(txt)], on: "eth1", now: .seconds(10))
+        let first = queue.due(now: .seconds(10))
+        #expect(first.count == 1 && first[0].interface == "eth1")
+        let records = try Self.parse(first[0].packet)
+        #expect(records.map(\.type) == [.ptr, .txt] && records.map(\.flush) == [false, true])
+        #expect(records.allSatisfy { $0.ttl == 4500 })
+        #expect(queue.nextDue == .seconds(11))
+        #expect(queue.due(now: .milliseconds(10_999)).isEmpty)
+        #expect(try Self.parse(queue.due(now: .seconds(11))[0].packet).count == 2)
+        #expect(queue.isEmpty && queue.nextDue == nil)
+    }
+
+    @Test("a goodbye has TTL zero and cancels the pending second announcement (§10.1)")
+    func goodbyeCancels() throws {
+        var queue = AnnouncementQueue()
+        let txt = Self.record("P._ipp._tcp.local.")
+        queue.announce([Self.outgoing(txt)], on: "eth1", now: .zero)
+        _ = queue.due(now: .zero)
+        queue.goodbye([Self.outgoing(txt)], on: "eth1", now: .milliseconds(500))
+        let packets = queue.due(now: .milliseconds(500))
+        #expect(try Self.parse(packets[0].packet).map(\.ttl) == [0])
+        #expect(queue.isEmpty, "no second announcement after the goodbye")
+    }
+
+    @Test("new data for a unique record replaces the pending announcement of the old (§8.4)")
+    func updateReplaces() throws {
+        var queue = AnnouncementQueue()
+        let old = Self.record("P._ipp._tcp.local.", .txt, [3, 0x61, 0x3d, 0x31])
+        let new = Self.record("P._ipp._tcp.local.", .txt, [3, 0x61, 0x3d, 0x32])
+        queue.announce([Self.outgoing(old)], on: "eth1", now: .zero)
+        _ = queue.due(now: .zero)
+        queue.announce([Self.outgoing(new)], on: "eth1", now: .milliseconds(300))
+        _ = queue.due(now: .milliseconds(300))
+        let second = queue.due(now: .seconds(2))
+        #expect(second.count == 1)
+        let message = try Message(wire: second[0].packet)
+        #expect(message.answers.count == 1)
+        #expect(try message.answers[0].rdata.wireBytes() == [3, 0x61, 0x3d, 0x32])
+    }
+
+    @Test("records due together share packets of at most 1400 bytes, in order")
+    func packing() throws {
+        var queue = AnnouncementQueue()
+        let records = (0..<40).map { Self.outgoing(Self.record("Printer \($0)._ipp._tcp.local.", .txt, Array(repeating: 7, count: 80))) }
+        queue.announce(records, on: "eth1", now: .zero)
+        let packets = queue.due(now: .zero)
+        #expect(packets.count > 1 && packets.count < 10)
+        #expect(packets.allSatisfy { $0.packet.count <= AnnouncementQueue.packetSize })
+        let names = try packets.flatMap { try Self.parse($0.packet).map(\.name) }
+        #expect(names == records.map { "\($0.record.name)" })
+    }
+
+    @Test("a record larger than a packet goes alone (RFC 6762 §17)")
+    func largeRecord() throws {
+        var queue = AnnouncementQueue()
+        let big = Self.record("Big._ipp._tcp.local.", .txt, Array(repeating: 7, count: 3000))
+        queue.announce([Self.outgoing(Self.record("A._ipp._tcp.local.")), Self.outgoing(big)], on: "eth1", now: .zero)
+        let packets = queue.due(now: .zero)
+        #expect(packets.count == 2 && packets[1].packet.count > 3000)
+    }
+
+    @Test("the budget spreads a burst over time per interface and drops nothing")
+    func pacing() throws {
+        var queue = AnnouncementQueue(pacing: AnnouncementPacing(packetsPerSecond: 10, burst: 2))
+        let records = (0..<20).map { Self.outgoing(Self.record("Printer \($0)._ipp._tcp.local.", .txt, Array(repeating: 7, count: 600))) }
+        queue.announce(records, on: "eth1", now: .zero)
+        queue.announce([Self.outgoing(Self.record("Other._ipp._tcp.local."))], on: "eth2", now: .zero)
+        var sent: [Duration: [String]] = [:]
+        var now = Duration.zero
+        var seen: [String] = []
+        while let next = queue.nextDue, next < .seconds(10) {
+            now = max(now, next)
+            for (interface, packet) in queue.due(now: now) {
+                sent[now, default: []].append(interface)
+                if interface == "eth1" { seen += try Self.parse(packet).map(\.name) }
+            }
+        }
+        #expect(sent[.zero]?.filter { $0 == "eth1" }.count == 2, "the burst")
+        #expect(sent[.zero]?.contains("eth2") == true, "another interface has its own budget")
+        let eth1Times = sent.filter { $0.value.contains("eth1") }.keys.sorted()
+        #expect(zip(eth1Times, eth1Times.dropFirst()).allSatisfy { $1 - $0 >= .milliseconds(99) })
+        // Every record twice (both announcements), none lost.
+        #expect(seen.count == 40 && Set(seen).count == 20)
+    }
+
+    @Test("shutdown sends everything at once, whatever the budget")
+    func ignoringPacing() throws {
+        var queue = AnnouncementQueue(pacing: AnnouncementPacing(packetsPerSecond: 1, burst: 1))
+        let records = (0..<20).map { Self.outgoing(Self.record("Printer \($0)._ipp._tcp.local.", .txt, Array(repeating: 7, count: 600))) }
+        queue.goodbye(records, on: "eth1", now: .zero)
+        #expect(queue.due(now: .zero, ignoringPacing: true).count == 10)
+        #expect(queue.isEmpty)
+    }
+}
