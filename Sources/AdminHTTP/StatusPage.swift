@@ -153,6 +153,9 @@ public enum StatusPage {
             } else {
                 html += "<p>" + route.instances.map { "<span class=\"chip\">\(escape($0))</span>" }.joined(separator: " ") + "</p>\n"
             }
+            for held in route.heldBack {
+                html += "<p class=\"muted\">Not announced: \(escape(held.instance)): \(escape(held.reason))</p>\n"
+            }
             html += "</section>\n"
         }
 

@@ -19,7 +19,8 @@ extension DiscoveryProxy {
     }
 
     func subscribe(
-        _ request: PushSubscribe, session: Int, id: UInt16, client: [UInt8]? = nil, sink: any PushSink
+        _ request: PushSubscribe, session: Int, id: UInt16, client: [UInt8]? = nil, sink: any PushSink,
+        appliesUsableRule: Bool = true
     ) -> SubscribeOutcome {
         let catalog = self.catalog
         // The client ACL first: a refused client does not even learn which zones exist.
@@ -55,7 +56,7 @@ extension DiscoveryProxy {
                 presentation: ZonePresentation(
                     link: plan.link, suppressLinkLocal: configuration.suppressLinkLocal,
                     hidesPrivateAddresses: configuration.privateRealms.hidesPrivateAddresses(of: plan.link, from: client)),
-                sink: sink)
+                sink: sink, appliesUsableRule: appliesUsableRule)
             var initial: [PushChange] = []
             var keys: [BrowseKey] = []
             for type in types {

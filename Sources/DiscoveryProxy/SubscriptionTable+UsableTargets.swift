@@ -63,7 +63,7 @@ extension SubscriptionTable {
         for subscriber: inout Subscriber, records: [CachedRecord], key: BrowseKey, in table: BrowseTable, now: Duration,
         enabled: Bool, pending: inout Bool
     ) -> [PushChange] {
-        guard enabled, ruledTypes.contains(key.type), !records.isEmpty else {
+        guard enabled, subscriber.appliesUsableRule, ruledTypes.contains(key.type), !records.isEmpty else {
             return records.compactMap { subscriber.change(for: $0, adding: true) }
         }
         let snapshot = table.snapshot(for: key, now: now)
@@ -88,13 +88,26 @@ extension SubscriptionTable {
         _ key: BrowseKey, changes: [BrowseTable.RecordChange], in table: BrowseTable, now: Duration, pending: inout Bool
     ) -> [PushDelivery] {
         guard var list = byKey[key] else { return [] }
+        // Subscribers outside the rule are told the changes as they are, without a snapshot.
+        if !list.contains(where: \.appliesUsableRule) {
+            return list.compactMap { subscriber in
+                let out = changes.compactMap { change -> PushChange? in
+                    switch change {
+                    case .added(let record): subscriber.change(for: record, adding: true)
+                    case .removed(let record): subscriber.change(for: record, adding: false)
+                    }
+                }
+                return out.isEmpty ? nil : PushDelivery(sink: subscriber.sink, subscription: subscriber.id, changes: out)
+            }
+        }
         let snapshot = table.snapshot(for: key, now: now)
         if snapshot.hasPendingTargets { pending = true }
         var deliveries: [PushDelivery] = []
         for index in list.indices {
             var subscriber = list[index]
             let usable = UsableTargets(
-                snapshot: snapshot, presentation: subscriber.presentation, enabled: Self.ruledTypes.contains(key.type))
+                snapshot: snapshot, presentation: subscriber.presentation,
+                enabled: subscriber.appliesUsableRule && Self.ruledTypes.contains(key.type))
             var out: [PushChange] = []
             for change in changes {
                 switch change {

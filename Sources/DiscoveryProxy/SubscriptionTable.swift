@@ -21,6 +21,9 @@ struct Subscriber: Sendable {
     /// RDATA (as it would be sent) of the browse's records held back by the unusable-target
     /// rule (`SubscriptionTable+UsableTargets`).
     var withheld: Set<[UInt8]> = []
+    /// False for the mDNS gateway, which judges usability itself (it announces an instance
+    /// only with a routable address) and must see the instances it holds back to report them.
+    var appliesUsableRule = true
 
     /// RFC 6762 §10: 120 s for records carrying a host name or address, 75 minutes otherwise.
     /// avahi does not expose the received TTLs, so Push uses these defaults (RFC 8765 §6.3.1

@@ -38,6 +38,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private var isRunning = false
     private var isShutDown = false
     private let onCollision: @Sendable (MDNSGroup.Key) -> Void
+    private let onError: @Sendable (String) -> Void
     private var wanted: [MDNSGroup.Key: MDNSGroup] = [:]
     private var groups: [MDNSGroup.Key: PublishedGroup] = [:]
     /// The last problem logged per interface, so a retry that fails alike logs at debug.
@@ -53,15 +54,18 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private let origin = ContinuousClock.now
 
     /// `onCollision` runs on the poll thread with its lock held: it must not call `publish`
-    /// before returning (hand the rename to another queue).
+    /// before returning (hand the rename to another queue). `onError` is told the interface of
+    /// every failure to publish or announce there (a metric), on the same thread.
     public init(
         logger: Logger, ttl: UInt32 = 4500, retryDelay: Duration = .seconds(10),
         announcing: AnnouncementPacing? = nil,
-        onCollision: @escaping @Sendable (MDNSGroup.Key) -> Void = { _ in }
+        onCollision: @escaping @Sendable (MDNSGroup.Key) -> Void = { _ in },
+        onError: @escaping @Sendable (String) -> Void = { _ in }
     ) throws(MDNSError) {
         guard let poll = avahi_threaded_poll_new() else { throw .daemon("cannot create the avahi threaded poll") }
         self.logger = logger
         self.onCollision = onCollision
+        self.onError = onError
         self.ttl = ttl
         self.retryDelay = retryDelay
         self.poll = poll
@@ -372,6 +376,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
 
     private func note(_ interface: String, _ problem: String) {
         let metadata: Logger.Metadata = interface.isEmpty ? [:] : ["mdns.interface": "\(interface)"]
+        if !interface.isEmpty { self.onError(interface) }
         if self.problems[interface] == problem {
             self.logger.debug("\(problem)", metadata: metadata)
         } else {

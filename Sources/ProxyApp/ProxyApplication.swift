@@ -197,7 +197,8 @@ public struct ProxyApplication: Sendable {
         do {
             // Announcing itself; the gateway sets the configured budget at start and on reload.
             publisher = try AvahiPublisher(
-                logger: logger, announcing: AnnouncementPacing(), onCollision: { collisions.forward($0) })
+                logger: logger, announcing: AnnouncementPacing(), onCollision: { collisions.forward($0) },
+                onError: { collisions.failed(on: $0) })
         } catch {
             throw StartupError("cannot start the avahi client: \(error)")
         }
@@ -254,4 +255,5 @@ struct GatewayHandle: Sendable {
 private final class CollisionForwarder: Sendable {
     let gateway = Mutex<Gateway?>(nil)
     func forward(_ key: MDNSGroup.Key) { gateway.withLock { $0 }?.collided(key) }
+    func failed(on interface: String) { gateway.withLock { $0 }?.publishFailed(on: interface) }
 }

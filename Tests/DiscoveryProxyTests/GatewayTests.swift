@@ -131,6 +131,21 @@ struct GatewayTests {
         let (h, gateway, publisher) = harness()
         announcePrinter(h, addresses: [.a([198, 51, 100, 9])])
         #expect(publisher.groups.isEmpty)
+        let held = try #require(gateway.status.first?.heldBack.first)
+        #expect(held.instance == "Printer._ipp._tcp" && held.reason.contains("another router's announcement"))
+        withExtendedLifetime(gateway) {}
+    }
+
+    @Test("a far instance with link-local addresses only is held back, and the status says why")
+    func linkLocalOnly() throws {
+        let (h, gateway, publisher) = harness()
+        announcePrinter(h, addresses: [.a([169, 254, 7, 7]), .aaaa([0xFE, 0x80] + Array(repeating: 0, count: 13) + [7])])
+        #expect(publisher.groups.isEmpty)
+        let status = try #require(gateway.status.first)
+        #expect(status.instances.isEmpty)
+        #expect(status.heldBack == [AnnouncementStatus.HeldBack(
+            instance: "Printer._ipp._tcp",
+            reason: "no routable address (link-local only, or none): a client on eth2 could not reach it")])
         withExtendedLifetime(gateway) {}
     }
 

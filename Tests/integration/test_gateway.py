@@ -238,7 +238,9 @@ def test_mdns_only_clients_find_the_far_printer_and_reach_it(gw, lab):
     api = json.loads(gw.get("/api/services"))
     routes = [r for r in api["announcements"] if r["interface"] == "dgr-c"]
     assert routes and routes[0]["from"] == "lab1.example." and "Gw Printer._ipp._tcp" in routes[0]["instances"], api["announcements"]
-    assert 'gateway_announced_instances{link="dgr-c"} 2' in gw.get("/metrics")
+    metrics = gw.get("/metrics")
+    assert 'gateway_announced_instances{link="dgr-c"} 2' in metrics
+    assert 'gateway_publish_errors_total{link="dgr-c"} 0' in metrics
     assert "Announced on dgr-c" in gw.get("/")
     # RFC 6763 §7.1: the named subtype is announced for the instances listed under it.
     universal = gw.browse("_universal._sub._ipp._tcp", seconds=3)
@@ -287,10 +289,80 @@ def test_reload_withdraws_and_avahi_restart_reannounces(gw, lab):
     gw.wait_browse(lambda f: "Gw Printer" in f, "announced again on reload")
 
 
+def capture(lab, name):
+    """tcpdump of mDNS on the client link; stop() returns the parsed packets."""
+    pcap = os.path.join(lab.dir, name + ".pcap")
+    dump = subprocess.Popen(["ip", "netns", "exec", NS_GC, "tcpdump", "-i", "br-c", "-n", "-U", "-w", pcap,
+                             "udp", "port", "5353"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    time.sleep(1)  # tcpdump listening
+
+    def stop():
+        time.sleep(0.5)
+        L.kill_pid(dump.pid, signal.SIGTERM)
+        dump.wait(5)
+        return L.dns_packets(pcap)
+    return stop
+
+
+def answered(packets):
+    """Every owner name and RDATA text in the responses of a capture."""
+    texts = set()
+    for _ts, _src, _sp, _dst, _dp, msg in packets:
+        if msg.flags & 0x8000:
+            for rrset in msg.answer + msg.additional + msg.authority:
+                texts.add(str(rrset.name))
+                texts.update(rd.to_text() for rd in rrset)
+    return texts
+
+
 def test_a_type_not_allowed_never_appears(gw, lab):
+    """Nothing of a denied type reaches the client link: not in a browse, and not in any
+    response on the wire, from the proxy's start on (its first announcements included)."""
     gw.wait_browse(lambda f: "Gw Printer" in f, "Gw Printer on the client link")
+    lab.stop_proc("gw-proxy")
+    stop = capture(lab, "gw-denied")
+    gw.start_proxy()
+    gw.wait_browse(lambda f: "Gw Printer" in f, "Gw Printer announced again")
     assert gw.browse("_http._tcp", seconds=4) == {}
     assert "Gw Web" not in gw.avahi_browse("_http._tcp")
+    packets = stop()
+    texts = answered(packets)
+    assert any("Gw\\032Printer" in t for t in texts), "the capture saw the allowed printer announced"
+    # RFC 6762 §6: the responses carrying it, the gateway's announcements among them, leave port 5353.
+    senders = {(src, sport) for _ts, src, sport, _dst, _dp, msg in packets
+               if msg.flags & 0x8000 and "Gw\\032Printer" in str(msg)}
+    assert ("198.51.100.1", 5353) in senders and all(sport == 5353 for _src, sport in senders), senders
+    leaked = sorted(t for t in texts if "_http" in t or "Gw\\032Web" in t)
+    assert not leaked, leaked
+
+
+def test_a_client_link_the_acl_refuses_is_announced_nothing(gw, lab):
+    """The gateway asks as a client of the client link (issue 25's trust rule): allow-clients
+    that leaves the link's subnet out withdraws every announcement there on reload, and
+    afterwards no response on the client link carries a far record, even to a client asking."""
+    gw.wait_browse(lambda f: "Gw Printer" in f, "Gw Printer on the client link")
+    with open(gw.config) as f:
+        text = f.read()
+    try:
+        with open(gw.config, "w") as f:
+            f.write(text + "allow-clients: [127.0.0.0/8, 192.0.2.0/24]\n")
+        L.kill_pid(lab.procs["gw-proxy"].pid, signal.SIGHUP)
+        gw.wait_browse(lambda f: "Gw Printer" not in f and "Shared Name (lab1)" not in f,
+                       "withdrawn from the refused link", timeout=15)
+        routes = json.loads(gw.get("/api/services"))["announcements"]
+        assert all(not r["instances"] for r in routes), routes
+        stop = capture(lab, "gw-refused")
+        found = gw.browse(seconds=4)
+        texts = answered(stop())
+        assert "Gw Printer" not in found and "Shared Name (lab1)" not in found, sorted(found)
+        leaked = sorted(t for t in texts if "Gw\\032Printer" in t or "lab1" in t or "gwfar" in t)
+        assert not leaked, leaked
+    finally:
+        with open(gw.config, "w") as f:
+            f.write(text)
+        L.kill_pid(lab.procs["gw-proxy"].pid, signal.SIGHUP)
+    gw.wait_browse(lambda f: "Gw Printer" in f, "announced again once allowed")
 
 
 def test_a_name_taken_on_the_client_link_renames_the_far_instance_the_same_way_after_restart(gw, lab):
@@ -336,3 +408,33 @@ def test_a_far_service_that_leaves_is_gone_from_the_client_within_3_s(gw, lab):
         watch.wait(5)
         lab.stop_proc("gw-avahi-f")
         gw.start_far_avahi()
+
+
+LINK_LOCAL_ONLY = """\
+import socket, time
+from zeroconf import ServiceInfo, Zeroconf
+zc = Zeroconf(interfaces=["192.0.2.10"])
+zc.register_service(ServiceInfo("_ipp._tcp.local.", "LL Only._ipp._tcp.local.", port=631, server="llonly.local.",
+                                addresses=[socket.inet_aton("169.254.7.7")], properties={b"rp": b"ll"}))
+time.sleep(300)
+"""
+
+
+def test_a_far_device_with_link_local_addresses_only_is_reported_not_announced(gw, lab):
+    """A device with link-local addresses only cannot be reached from another link (RFC 3927
+    §2.6.2): it is not announced, and /api/services and the log say so and why."""
+    gw.wait_browse(lambda f: "Gw Printer" in f, "Gw Printer on the client link")
+    lab.spawn(NS_GF, [PY, "-c", LINK_LOCAL_ONLY], "gw-llonly")
+    try:
+        def held():
+            for route in json.loads(gw.get("/api/services"))["announcements"]:
+                for entry in route["heldBack"]:
+                    if entry["instance"] == "LL Only._ipp._tcp":
+                        return entry
+        entry = L.wait_for(held, 30, interval=0.5, what="LL Only reported held back")
+        assert entry["reason"].startswith("no routable address"), entry
+        assert "LL Only" not in gw.browse()
+        assert "a far instance is not announced" in lab.log_text("gw-proxy", 400)
+        assert "Not announced: LL Only._ipp._tcp" in gw.get("/")
+    finally:
+        lab.stop_proc("gw-llonly")

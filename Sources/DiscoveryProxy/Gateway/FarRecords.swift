@@ -119,10 +119,26 @@ struct FarRecords: Sendable {
         return wanted
     }
 
+    /// Why a far instance is not announced (yet).
+    enum Held: Equatable {
+        /// No SRV, or a target without a routable address: link-local only (the proxy's
+        /// subscriptions never carry link-local addresses, RFC 8766 §5.5.2), or none yet.
+        case unreachable
+        /// Addresses, none in the far link's subnets: another router's announcement of a third
+        /// link's service (the anti-echo rule), not a device there.
+        case notNative
+    }
+
     /// The complete services: an instance with an SRV whose target has at least one address
     /// native to the far link. Sorted, so that output is deterministic.
     func services(_ route: AnnouncementRoute) -> [FarService] {
+        survey(route).services
+    }
+
+    /// `services`, and the far instances (with their SRV's owner name) left out and why.
+    func survey(_ route: AnnouncementRoute) -> (services: [FarService], held: [(instance: DNSName, why: Held)]) {
         var services: [FarService] = []
+        var held: [(instance: DNSName, why: Held)] = []
         let typeNames = self.typeNames(route)
         let subtypeNames = self.subtypeNames(route, types: typeNames)
         for typeName in typeNames {
@@ -132,11 +148,17 @@ struct FarRecords: Sendable {
                     let srv = sets[RecordKey(name: instance, type: .srv)]?.sorted(by: Self.ordered).first,
                     case .srv(let priority, let weight, let port, let target)? = value(.srv, srv),
                     let host = hostLabels(target, route)
-                else { continue }
-                let addresses = (sets[RecordKey(name: target, type: .a)] ?? []).union(sets[RecordKey(name: target, type: .aaaa)] ?? [])
-                    .filter { Self.isNative($0, to: route.far) }
+                else {
+                    held.append((instance, .unreachable))
+                    continue
+                }
+                let known = (sets[RecordKey(name: target, type: .a)] ?? []).union(sets[RecordKey(name: target, type: .aaaa)] ?? [])
+                let addresses = known.filter { Self.isNative($0, to: route.far) }
                     .sorted { $0.count != $1.count ? $0.count < $1.count : Self.ordered($0, $1) }  // A before AAAA
-                guard !addresses.isEmpty else { continue }
+                guard !addresses.isEmpty else {
+                    held.append((instance, known.contains { !IPPrefix.isLinkLocal($0) } ? .notNative : .unreachable))
+                    continue
+                }
                 let txt = sets[RecordKey(name: instance, type: .txt)]?.sorted(by: Self.ordered).first ?? [0]
                 let subtypes = subtypeNames.filter { subtype in
                     subtype.type == typeName && sets[RecordKey(name: subtype.name, type: .ptr)]?.contains(instance.wireBytes) == true
@@ -146,7 +168,8 @@ struct FarRecords: Sendable {
                     host: host, txt: txt, subtypes: subtypes, addresses: addresses))
             }
         }
-        return services.sorted { $0.type != $1.type ? $0.type < $1.type : $0.instance.lexicographicallyPrecedes($1.instance) }
+        let sorted = services.sorted { $0.type != $1.type ? $0.type < $1.type : $0.instance.lexicographicallyPrecedes($1.instance) }
+        return (sorted, held)
     }
 
     /// The anti-echo rule: an address is native to a link when it lies in one of the link's

@@ -12,11 +12,25 @@ public struct AnnouncementStatus: Sendable, Codable, Equatable {
     public var from: String
     /// The instances announced, as named on the client link (`My Printer._ipp._tcp`, not escaped).
     public var instances: [String]
+    /// Far instances of the allowed types that are not announced, and why (seen for `Gateway.heldAfter`).
+    public var heldBack: [HeldBack]
 
-    public init(interface: String, from: String, instances: [String]) {
+    public struct HeldBack: Sendable, Codable, Equatable {
+        /// As named on the far link (`My Printer._ipp._tcp`).
+        public var instance: String
+        public var reason: String
+
+        public init(instance: String, reason: String) {
+            self.instance = instance
+            self.reason = reason
+        }
+    }
+
+    public init(interface: String, from: String, instances: [String], heldBack: [HeldBack] = []) {
         self.interface = interface
         self.from = from
         self.instances = instances
+        self.heldBack = heldBack
     }
 }
 
@@ -41,6 +55,9 @@ public final class Gateway: Sendable {
     /// so that a name in use is seen (and avoided) before the announcement, which then needs
     /// no probe (RFC 6762 §8.1's 750 ms).
     public static let clientSettle: Duration = .seconds(1)
+    /// How long a far instance may stay incomplete (no SRV, no routable address) before it is
+    /// reported held back: longer than its records take to arrive one after the other.
+    public static let heldAfter: Duration = .seconds(3)
 
     private let proxy: DiscoveryProxy
     private let publisher: any MDNSPublisher
@@ -53,7 +70,9 @@ public final class Gateway: Sendable {
         var changes: [(sink: RouteSink, subscription: UInt16, changes: [PushChange])] = []
         var collisions: [MDNSGroup.Key] = []
         var reconfigure = true
-        var armed = false
+        /// When the next pass is scheduled; an earlier need schedules another (a pass waiting
+        /// for `clientSettle` must not hold back a change that arrives meanwhile).
+        var armedFor: Duration?
         var shutDown = false
     }
 
@@ -76,16 +95,19 @@ public final class Gateway: Sendable {
         }
     }
 
-    /// `gateway_announced_instances`, `gateway_renames_total`, `gateway_withdrawn_total` of one client link.
+    /// `gateway_announced_instances`, `gateway_renames_total`, `gateway_withdrawn_total`,
+    /// `gateway_publish_errors_total` of one client link.
     private struct Instruments {
         let announced: Gauge
         let renames: Counter
         let withdrawn: Counter
+        let publishErrors: Counter
 
         init(link: String) {
             announced = Gauge(label: "gateway_announced_instances", dimensions: [("link", link)])
             renames = Counter(label: "gateway_renames_total", dimensions: [("link", link)])
             withdrawn = Counter(label: "gateway_withdrawn_total", dimensions: [("link", link)])
+            publishErrors = Counter(label: "gateway_publish_errors_total", dimensions: [("link", link)])
         }
     }
 
@@ -116,6 +138,12 @@ public final class Gateway: Sendable {
     /// The publisher found `key`'s name taken on its link: the far instance is renamed.
     public func collided(_ key: MDNSGroup.Key) { arm { $0.collisions.append(key) } }
 
+    /// The publisher could not publish or announce on `interface` (it retries by itself).
+    public func publishFailed(on interface: String) {
+        let counter = model.withLock { $0.instruments(for: interface).publishErrors }
+        counter.increment()
+    }
+
     /// Leaves every browse; the publisher's shutdown withdraws the records (goodbyes).
     public func shutdown() {
         inbox.withLock { $0.shutDown = true }
@@ -137,11 +165,13 @@ public final class Gateway: Sendable {
     }
 
     private func arm(after delay: Duration = Gateway.settle, _ update: (inout Inbox) -> Void) {
+        let deadline = scheduler.now() + delay
         let schedule = inbox.withLock { inbox -> Bool in
             guard !inbox.shutDown else { return false }
             update(&inbox)
-            defer { inbox.armed = true }
-            return !inbox.armed
+            if let armed = inbox.armedFor, armed <= deadline { return false }
+            inbox.armedFor = deadline
+            return true
         }
         if schedule { scheduler.schedule(after: delay) { [weak self] in self?.pass() } }
     }
@@ -155,7 +185,7 @@ public final class Gateway: Sendable {
                 inbox.changes = []
                 inbox.collisions = []
                 inbox.reconfigure = false
-                inbox.armed = false
+                inbox.armedFor = nil
             }
             return inbox
         }
@@ -186,7 +216,11 @@ public final class Gateway: Sendable {
             }
             let (groups, status, waiting) = Self.groups(model.routes, renames: model.renames, now: now)
             recheck = waiting
-            guard groups != model.published else { return nil }
+            report(held: status, before: model.status)
+            guard groups != model.published else {
+                model.status = status
+                return nil
+            }
             Self.count(from: model.status, to: status, in: &model)
             model.published = groups
             model.status = status
@@ -241,8 +275,11 @@ public final class Gateway: Sendable {
                 repeat { state.nextID &+= 1 } while state.keysByID[state.nextID] != nil || state.nextID == 0
                 let id = state.nextID
                 let request = PushSubscribe(name: key.name, type: key.type)
+                // The gateway applies RFC 8766 §5.5.2's usable-address rule itself (an instance
+                // needs a routable address native to the far link) and reports what it holds back.
                 let outcome = proxy.subscribe(
-                    request, session: state.session, id: id, client: state.route.clientAddress, sink: state.sink)
+                    request, session: state.session, id: id, client: state.route.clientAddress, sink: state.sink,
+                    appliesUsableRule: false)
                 guard case .subscribed(let initial, let keys) = outcome else { continue }
                 state.subscriptions[key] = (id, keys, now)
                 state.keysByID[id] = key
@@ -274,11 +311,24 @@ public final class Gateway: Sendable {
         for state in routes {
             let route = state.route
             var announced: [String] = []
+            let (services, held) = state.records.survey(route)
+            var heldBack: [AnnouncementStatus.HeldBack] = []
+            for (instance, why) in held {
+                // Reported once the SRV has been followed `heldAfter`: records arrive one by one.
+                let since = state.subscriptions[RecordKey(name: instance, type: .srv)]?.since ?? now
+                guard now - since >= heldAfter else {
+                    waiting = min(waiting ?? .seconds(3600), heldAfter - (now - since))
+                    continue
+                }
+                let labels = instance.labels(before: route.far.zone) ?? []
+                let name = labels.map { String(decoding: $0, as: UTF8.self) }.joined(separator: ".")
+                heldBack.append(.init(instance: name, reason: Self.reason(why, route)))
+            }
             defer {
                 status.append(AnnouncementStatus(
-                    interface: route.client.interface, from: "\(route.far.zone)", instances: announced))
+                    interface: route.client.interface, from: "\(route.far.zone)", instances: announced, heldBack: heldBack))
             }
-            for service in state.records.services(route) {
+            for service in services {
                 guard let host = AnnouncementNames.host(service.host, far: route.far),
                     let typeName = try? DNSName(labels: service.typeLabels + [Array("local".utf8)])
                 else { continue }
@@ -350,6 +400,36 @@ public final class Gateway: Sendable {
             }
         }
         return 50
+    }
+
+    static let unreachable = "no routable address"
+
+    static func reason(_ why: FarRecords.Held, _ route: AnnouncementRoute) -> String {
+        switch why {
+        case .unreachable:
+            unreachable + " (link-local only, or none): a client on \(route.client.interface) could not reach it"
+        case .notNative:
+            "its addresses are outside \(route.far.zone)'s subnets: another router's announcement, not a device there"
+        }
+    }
+
+    /// Logs instances newly held back: a warning when nobody could reach them, as a type whose
+    /// devices use link-local addresses only cannot cross a router.
+    private func report(held status: [AnnouncementStatus], before: [AnnouncementStatus]) {
+        for route in status {
+            let old = before.first { $0.interface == route.interface && $0.from == route.from }?.heldBack ?? []
+            for held in route.heldBack where !old.contains(held) {
+                let metadata: Logger.Metadata = [
+                    "gateway.client": "\(route.interface)", "gateway.from": "\(route.from)",
+                    "gateway.instance": "\(held.instance)", "gateway.reason": "\(held.reason)",
+                ]
+                if held.reason.hasPrefix(Self.unreachable) {
+                    logger.warning("mDNS gateway: a far instance is not announced", metadata: metadata)
+                } else {
+                    logger.info("mDNS gateway: a far instance is not announced", metadata: metadata)
+                }
+            }
+        }
     }
 
     /// `gateway_announced_instances{link}` and `gateway_withdrawn_total{link}`.
