@@ -25,15 +25,9 @@ struct Subscriber: Sendable {
     /// only with a routable address) and must see the instances it holds back to report them.
     var appliesUsableRule = true
 
-    /// RFC 6762 §10: 120 s for records carrying a host name or address, 75 minutes otherwise.
-    /// avahi does not expose the received TTLs, so Push uses these defaults (RFC 8765 §6.3.1
-    /// wants mDNS TTLs, not the 10 s unicast cap).
-    static func ttl(for type: RRType) -> UInt32 {
-        switch type {
-        case .srv, .a, .aaaa, .hinfo: return 120
-        default: return 4500
-        }
-    }
+    /// avahi does not expose the received TTLs, so Push uses RFC 6762 §10's defaults (RFC 8765
+    /// §6.3.1 wants mDNS TTLs, not the 10 s unicast cap).
+    static func ttl(for type: RRType) -> UInt32 { MDNSRecord.defaultTTL(for: type) }
 
     /// The change this subscriber is told for a cached record, nil when the record is not
     /// shown to clients (suppressed address, filtered service type, undecodable RDATA).

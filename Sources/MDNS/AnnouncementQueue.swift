@@ -42,9 +42,15 @@ public struct AnnouncementQueue: Sendable {
     private struct Pending: Sendable {
         var outgoing: Outgoing
         var due: Duration
+        /// A first announcement: the second is queued when this one is sent, a second later
+        /// (so a wait for the budget never merges the two).
+        var repeats = false
     }
 
-    public var pacing: AnnouncementPacing
+    /// A change resets the buckets, so that a reload's budget applies at once.
+    public var pacing: AnnouncementPacing {
+        didSet { if pacing != oldValue { buckets = [:] } }
+    }
     private var pending: [String: [Pending]] = [:]
     private var buckets: [String: TokenBucket] = [:]
 
@@ -54,7 +60,7 @@ public struct AnnouncementQueue: Sendable {
 
     public var isEmpty: Bool { pending.isEmpty }
 
-    /// Announces `records` on `interface` now and again one second later. A pending goodbye
+    /// Announces `records` on `interface` now and again one second after it is sent. A pending goodbye
     /// for one of them is cancelled, and so is a pending announcement of other data for a
     /// unique record's name and type (it was replaced).
     public mutating func announce(_ records: [Outgoing], on interface: String, now: Duration) {
@@ -67,9 +73,7 @@ public struct AnnouncementQueue: Sendable {
                         && old.outgoing.record.name == new.record.name)
             }
         }
-        for delay in [Duration.zero, Self.repeatAfter] {
-            queue += records.map { Pending(outgoing: $0, due: now + delay) }
-        }
+        queue += records.map { Pending(outgoing: $0, due: now, repeats: true) }
         pending[interface] = queue
     }
 
@@ -94,11 +98,15 @@ public struct AnnouncementQueue: Sendable {
         for interface in pending.keys.sorted() {
             guard var queue = pending[interface] else { continue }
             var ready: [Outgoing] = []
+            var seen: Set<Outgoing> = []
+            var repeating: Set<Outgoing> = []
             queue.removeAll { item in
                 guard item.due <= now || ignoringPacing else { return false }
-                if !ready.contains(item.outgoing) { ready.append(item.outgoing) }
+                if seen.insert(item.outgoing).inserted { ready.append(item.outgoing) }
+                if item.repeats { repeating.insert(item.outgoing) }
                 return true
             }
+            var repeats: [Pending] = []
             var bucket = buckets[interface]
                 ?? TokenBucket(rate: pacing.packetsPerSecond, burst: pacing.burst, now: now)
             var held: [Outgoing] = []
@@ -110,13 +118,18 @@ public struct AnnouncementQueue: Sendable {
                 }
                 if ignoringPacing || (held.isEmpty && wait == .zero) {
                     out.append((interface, packet.bytes))
+                    if !ignoringPacing {
+                        repeats += packet.records.filter(repeating.contains).map {
+                            Pending(outgoing: $0, due: now + Self.repeatAfter)
+                        }
+                    }
                 } else {
                     held += packet.records
                 }
             }
             buckets[interface] = bucket
             // What the budget did not allow waits for the next token, ahead of later rounds.
-            queue = held.map { Pending(outgoing: $0, due: now + wait) } + queue
+            queue = held.map { Pending(outgoing: $0, due: now + wait, repeats: repeating.contains($0)) } + queue + repeats
             pending[interface] = queue.isEmpty ? nil : queue
         }
         return out

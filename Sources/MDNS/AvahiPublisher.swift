@@ -18,17 +18,16 @@ internal import CAvahiClient
 /// Announcements: avahi-daemon's own (RFC 6762 §8.3, its first 20–370 ms after the commit:
 /// 0–250 ms jitter, then its response scheduler's), or, given `announcing`, the publisher's:
 /// records are published with `AVAHI_PUBLISH_NO_ANNOUNCE` (avahi answers queries for them and
-/// defends them) and a group is announced by `AnnouncementQueue` as soon as the daemon has
-/// established it, changed records announced and withdrawn ones said goodbye to, paced per
-/// interface. The daemon sends no goodbyes for such records when the proxy stops, so
-/// `shutdown` sends them; after a crash they expire with their TTL.
+/// defends them) and `GroupAnnouncer` announces a group as soon as the daemon has established
+/// it, announces changed records, says goodbye to withdrawn ones, paced per interface. The
+/// daemon sends no goodbyes for such records when the proxy stops, so `shutdown` sends them;
+/// after a crash they expire with their TTL (120 s for SRV and addresses, RFC 6762 §10).
+/// Every field but the `let`s, and the announcer, are guarded by the poll lock.
 ///
-/// Every field but the `let`s is guarded by the poll lock: avahi runs callbacks on the poll
+/// The poll lock guards the rest too: avahi runs callbacks on the poll
 /// thread holding it, and `publish`/`shutdown` take it. Neither may be called from a callback.
 public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private let logger: Logger
-    /// RFC 6762 §10: 75 minutes for records that are not host names.
-    private let ttl: UInt32
     private let retryDelay: Duration
     private let poll: OpaquePointer  // AvahiThreadedPoll*
     private let pollAPI: UnsafePointer<AvahiPoll>
@@ -45,19 +44,15 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private var problems: [String: String] = [:]
     private var timer: OpaquePointer?  // AvahiTimeout*
 
-    /// Announcing itself (`announcing` given): what is queued, what each group's clients were
-    /// told (goodbyes and updates are computed against it), and the sockets.
-    private var announcements: AnnouncementQueue?
-    private var announced: [MDNSGroup.Key: [MDNSRecord]] = [:]
-    private let sender = MulticastSender()
+    /// Announcing itself (`announcing` given), and its timer.
+    private let announcer: GroupAnnouncer?
     private var announceTimer: OpaquePointer?  // AvahiTimeout*
-    private let origin = ContinuousClock.now
 
     /// `onCollision` runs on the poll thread with its lock held: it must not call `publish`
     /// before returning (hand the rename to another queue). `onError` is told the interface of
     /// every failure to publish or announce there (a metric), on the same thread.
     public init(
-        logger: Logger, ttl: UInt32 = 4500, retryDelay: Duration = .seconds(10),
+        logger: Logger, retryDelay: Duration = .seconds(10),
         announcing: AnnouncementPacing? = nil,
         onCollision: @escaping @Sendable (MDNSGroup.Key) -> Void = { _ in },
         onError: @escaping @Sendable (String) -> Void = { _ in }
@@ -66,13 +61,12 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         self.logger = logger
         self.onCollision = onCollision
         self.onError = onError
-        self.ttl = ttl
         self.retryDelay = retryDelay
         self.poll = poll
         self.pollAPI = avahi_threaded_poll_get(poll)
+        self.announcer = announcing.map { GroupAnnouncer(pacing: $0) }
         self.timer = cavahi_timeout_new(self.pollAPI, publisherTimerCallback, Unmanaged.passUnretained(self).toOpaque())
-        if let announcing {
-            self.announcements = AnnouncementQueue(pacing: announcing)
+        if announcing != nil {
             self.announceTimer = cavahi_timeout_new(
                 self.pollAPI, announceTimerCallback, Unmanaged.passUnretained(self).toOpaque())
         }
@@ -108,12 +102,13 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             if let timer = self.timer { cavahi_timeout_free(self.pollAPI, timer) }
             self.timer = nil
             // The daemon sends no goodbyes for records it was told not to announce: ours, at once.
-            for (key, records) in self.announced.sorted(by: { $0.key < $1.key }) { self.goodbye(records, key: key) }
-            self.announced = [:]
-            self.sendAnnouncements(ignoringPacing: true)
+            for (interface, error) in self.announcer?.shutdown() ?? [] {
+                self.note(interface, "cannot send mDNS goodbyes: \(error)")
+            }
             if let announceTimer = self.announceTimer { cavahi_timeout_free(self.pollAPI, announceTimer) }
             self.announceTimer = nil
-            // Freeing the client frees its groups on the daemon, which sends the goodbyes.
+            // Freeing the client frees its groups on the daemon (which sends the goodbyes of
+            // the groups it announces itself).
             if let client = self.client { avahi_client_free(client) }
             self.client = nil
             if !withdrawn.isEmpty {
@@ -125,8 +120,13 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     }
 
     public func pace(_ pacing: AnnouncementPacing) {
+        self.locked { self.announcer?.pacing = pacing }
+    }
+
+    public func reannounce() {
         self.locked {
-            if self.announcements != nil && self.announcements?.pacing != pacing { self.announcements?.pacing = pacing }
+            self.announcer?.reannounce()
+            self.sendAnnouncements()
         }
     }
 
@@ -169,11 +169,11 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             // Announced again in full once it is back.
             self.isRunning = false
             self.dropGroups()
-            self.announced = [:]
+            self.announcer?.daemonLost()
         case AVAHI_CLIENT_FAILURE:
             self.isRunning = false
             self.dropGroups()
-            self.announced = [:]
+            self.announcer?.daemonLost()
             self.clientFailed = true
             self.note("", "lost avahi-daemon: \(AvahiBackend.errorText(client.map { avahi_client_errno($0) } ?? Int32(AVAHI_ERR_FAILURE)))")
             self.armTimer()  // the client is freed there, never inside its own callback
@@ -192,11 +192,12 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     /// Brings the daemon's groups to `wanted`.
     private func sync() {
         guard self.isRunning, let client = self.client else { return }
+        self.announcer?.confirm(wanted: Set(self.wanted.keys))
         for (key, group) in self.groups where self.wanted[key] == nil {
             group.free()
             self.groups[key] = nil
             // After the free: a daemon still holding the records would answer the goodbye (refresh).
-            self.goodbye(self.announced.removeValue(forKey: key) ?? [], key: key)
+            self.announcer?.withdrawn(key)
             self.logger.debug("mDNS records withdrawn", metadata: ["mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)"])
         }
         var retry = false
@@ -206,6 +207,9 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             indexes[key.interface] = index
             if let group = self.groups[key], group.records == wanted.records, group.index == index, !group.failed || group.collided {
                 continue  // as published (or given up to a collision); a re-created interface (new index) is published again
+            }
+            if let group = self.groups[key], group.index != index {
+                self.announcer?.forget(key)  // its records went with the old interface
             }
             if !self.commit(wanted.records, as: key, probe: wanted.probe, client: client) { retry = true }
         }
@@ -219,6 +223,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         guard let index = AvahiBackend.interfaceIndex(interface) else {
             self.groups[key]?.free()
             self.groups[key] = nil
+            self.announcer?.forget(key)
             self.note(interface, "no such network interface; retrying")
             return false
         }
@@ -242,13 +247,14 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             guard let name = AvahiName.escape(record.name) else { continue }
             // RFC 6762 §2: PTRs are shared; the rest is probed for and owned (§8.1).
             let unique = AVAHI_PUBLISH_UNIQUE.rawValue | (probe ? 0 : AVAHI_PUBLISH_NO_PROBE.rawValue)
-            let announce = self.announcements == nil ? 0 : AVAHI_PUBLISH_NO_ANNOUNCE.rawValue
-            let flags = AvahiPublishFlags((Self.isUnique(record) ? unique : 0) | announce)
+            let announce = self.announcer == nil ? 0 : AVAHI_PUBLISH_NO_ANNOUNCE.rawValue
+            let flags = AvahiPublishFlags((GroupAnnouncer.isUnique(record) ? unique : 0) | announce)
             let error = name.withCString { text in
                 record.rdata.withUnsafeBytes { rdata in
                     avahi_entry_group_add_record(
                         group.pointer, index, AvahiProtocol(AVAHI_PROTO_UNSPEC), flags, text,
-                        record.rrClass.rawValue, record.type.rawValue, self.ttl, rdata.baseAddress, rdata.count)
+                        record.rrClass.rawValue, record.type.rawValue, MDNSRecord.defaultTTL(for: record.type),
+                        rdata.baseAddress, rdata.count)
                 }
             }
             if error == Int32(AVAHI_ERR_COLLISION) {
@@ -274,10 +280,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     /// Gives the group up until it is asked for with other records (another name).
     private func collided(_ group: PublishedGroup, records: [MDNSRecord]) -> Bool {
         group.reset()
-        // The name is another host's now: goodbye to our data under it, not to the shared
-        // PTRs, which are the owner's too (its instance has the same name).
-        let told = self.announced.removeValue(forKey: group.key) ?? []
-        self.goodbye(told.filter(Self.isUnique), key: group.key)
+        self.announcer?.collided(group.key)
         self.sendAnnouncements()
         group.records = records
         group.failed = true
@@ -300,7 +303,10 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         switch state {
         case AVAHI_ENTRY_GROUP_ESTABLISHED:
             self.problems[group.key.interface] = nil
-            self.announceChanges(group)
+            if let records = group.records {
+                self.announcer?.established(group.key, records: records)
+                self.sendAnnouncements()
+            }
             self.logger.debug(
                 "mDNS records published",
                 metadata: [
@@ -324,47 +330,13 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
 
     // MARK: Own announcements (poll lock held)
 
-    /// RFC 6762 §2: PTRs are shared, the rest is unique (§8.1) and sent with the cache-flush bit.
-    private static func isUnique(_ record: MDNSRecord) -> Bool { record.type != .ptr }
-
-    private var now: Duration { ContinuousClock.now - self.origin }
-
-    /// Announces what the group's clients were not told yet, and says goodbye to what it no
-    /// longer holds; a unique record replaced by other data needs no goodbye (its new data
-    /// flushes it from caches, §10.2).
-    private func announceChanges(_ group: PublishedGroup) {
-        guard self.announcements != nil, let records = group.records else { return }
-        let told = self.announced[group.key] ?? []
-        let gone = told.filter { old in
-            !records.contains(old)
-                && !(Self.isUnique(old) && records.contains { $0.type == old.type && $0.name == old.name })
-        }
-        self.goodbye(gone, key: group.key)
-        let new = records.filter { !told.contains($0) }
-        self.announcements?.announce(
-            new.map { .init(record: $0, unique: Self.isUnique($0), ttl: self.ttl) }, on: group.key.interface, now: self.now)
-        self.announced[group.key] = records
-        self.sendAnnouncements()
-    }
-
-    private func goodbye(_ records: [MDNSRecord], key: MDNSGroup.Key) {
-        self.announcements?.goodbye(
-            records.map { .init(record: $0, unique: Self.isUnique($0), ttl: 0) }, on: key.interface, now: self.now)
-    }
-
     /// Sends what is due and sleeps until the next is.
-    private func sendAnnouncements(ignoringPacing: Bool = false) {
-        guard var queue = self.announcements else { return }
-        let now = self.now
-        for (interface, packet) in queue.due(now: now, ignoringPacing: ignoringPacing) {
-            if let error = self.sender.send(packet, on: interface) {
-                self.note(interface, "cannot send mDNS announcements: \(error)")
-            }
-        }
-        self.announcements = queue
-        guard let announceTimer, let next = queue.nextDue else { return }
-        let wait = max(.zero, next - now)
-        cavahi_timeout_arm(self.pollAPI, announceTimer, UInt32(clamping: Int64(wait / .milliseconds(1)) + 1))
+    private func sendAnnouncements() {
+        guard let announcer = self.announcer else { return }
+        let (errors, next) = announcer.send()
+        for (interface, error) in errors { self.note(interface, "cannot send mDNS announcements: \(error)") }
+        guard let announceTimer, let next else { return }
+        cavahi_timeout_arm(self.pollAPI, announceTimer, UInt32(clamping: Int64(next / .milliseconds(1)) + 1))
     }
 
     fileprivate func announceTimerFired() {
@@ -427,7 +399,7 @@ private final class PublishedGroup {
         collided = false
     }
 
-    /// Withdraws the records (the daemon sends goodbyes) and frees the group.
+    /// Withdraws the records and frees the group (the daemon sends goodbyes for what it announced).
     func free() {
         if let pointer { avahi_entry_group_free(pointer) }
         pointer = nil

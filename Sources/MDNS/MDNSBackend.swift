@@ -35,6 +35,16 @@ public struct MDNSRecord: Hashable, Sendable {
     }
 }
 
+extension MDNSRecord {
+    /// RFC 6762 §10: 120 s for records carrying a host name or address, 75 minutes otherwise.
+    public static func defaultTTL(for type: RRType) -> UInt32 {
+        switch type {
+        case .srv, .a, .aaaa, .hinfo: return 120
+        default: return 4500
+        }
+    }
+}
+
 /// Events of one query. The backend keeps no copy of the records: holders count them. A
 /// record may be delivered more than once (avahi reports it once per IP protocol it was seen
 /// on), and it is gone when it has been removed as many times as it was added.

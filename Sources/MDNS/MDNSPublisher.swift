@@ -48,8 +48,12 @@ public protocol MDNSPublisher: AnyObject, Sendable {
 
     /// Sets the budget of a publisher that sends its announcements itself (after a reload).
     func pace(_ pacing: AnnouncementPacing)
+
+    /// Announces everything published again (a link went down and came back, RFC 6762 §8.3).
+    func reannounce()
 }
 
 extension MDNSPublisher {
     public func pace(_ pacing: AnnouncementPacing) {}
+    public func reannounce() {}
 }

@@ -7,7 +7,7 @@ import Glibc
 /// so the kernel delivers it no unicast datagram for port 5353 (those stay avahi's), and
 /// IP_MULTICAST_ALL off keeps the group's traffic from queueing on it: it only sends. TTL
 /// (hop limit) 255 (§11). Not thread-safe: its owner serialises calls.
-final class MulticastSender {
+final class MulticastSender: AnnouncementTransport {
     private struct Sockets {
         var index: UInt32
         var v4: Int32?

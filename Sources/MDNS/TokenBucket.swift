@@ -1,5 +1,6 @@
-/// Token bucket for the mDNS queries the proxy generates on one link (RFC 8766 §9.3: a proxy
-/// must not let unicast clients flood a link with multicast; ~20 packets/s on 802.11).
+/// A token bucket: `rate` tokens a second, at most `burst` saved. It paces the mDNS queries
+/// the proxy starts on a link (RFC 8766 §9.3: ~20 packets/s suits 802.11) and the gateway's
+/// announcements there (`AnnouncementQueue`).
 public struct TokenBucket: Sendable {
     public let rate: Double
     public let burst: Double

@@ -25,6 +25,7 @@ import socket
 import subprocess
 import time
 
+import dns.rdatatype
 import pytest
 
 import lab as L
@@ -333,6 +334,14 @@ def test_a_type_not_allowed_never_appears(gw, lab):
     senders = {(src, sport) for _ts, src, sport, _dst, _dp, msg in packets
                if msg.flags & 0x8000 and "Gw\\032Printer" in str(msg)}
     assert ("198.51.100.1", 5353) in senders and all(sport == 5353 for _src, sport in senders), senders
+    # RFC 6762 §10: 120 s for the records naming a host (SRV, A), 75 minutes for the rest.
+    ttls = {}
+    for _ts, src, _sp, _dst, _dp, msg in packets:
+        if src == "198.51.100.1" and msg.flags & 0x8000:
+            for rrset in msg.answer:
+                if rrset.ttl and ("Gw\\032Printer" in str(rrset.name) or str(rrset.name).startswith("gwfar-lab1")):
+                    ttls.setdefault(dns.rdatatype.to_text(rrset.rdtype), set()).add(rrset.ttl)
+    assert ttls.get("SRV") == {120} and ttls.get("TXT") == {4500} and ttls.get("A") == {120}, ttls
     leaked = sorted(t for t in texts if "_http" in t or "Gw\\032Web" in t)
     assert not leaked, leaked
 

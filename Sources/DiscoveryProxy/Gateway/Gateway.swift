@@ -84,14 +84,19 @@ public final class Gateway: Sendable {
         var published: [MDNSGroup] = []
         var status: [AnnouncementStatus] = []
         var problems: [String] = []
-        /// Per client link, made once (creating a metric goes through the factory's lock).
-        var instruments: [String: Instruments] = [:]
+    }
 
-        mutating func instruments(for link: String) -> Instruments {
-            if let made = instruments[link] { return made }
-            let made = Instruments(link: link)
-            instruments[link] = made
-            return made
+    /// Per client link, made once (creating a metric goes through the factory's lock). A lock
+    /// of its own: the publisher reports errors holding its poll lock, which a pass may wait
+    /// for while it holds `model`.
+    private let instruments = Mutex<[String: Instruments]>([:])
+
+    private func instruments(for link: String) -> Instruments {
+        instruments.withLock { made in
+            if let existing = made[link] { return existing }
+            let new = Instruments(link: link)
+            made[link] = new
+            return new
         }
     }
 
@@ -140,8 +145,7 @@ public final class Gateway: Sendable {
 
     /// The publisher could not publish or announce on `interface` (it retries by itself).
     public func publishFailed(on interface: String) {
-        let counter = model.withLock { $0.instruments(for: interface).publishErrors }
-        counter.increment()
+        instruments(for: interface).publishErrors.increment()
     }
 
     /// Leaves every browse; the publisher's shutdown withdraws the records (goodbyes).
@@ -190,6 +194,12 @@ public final class Gateway: Sendable {
             return inbox
         }
         guard let batch else { return }
+        if batch.reconfigure {
+            // Outside `model`: the publisher takes its poll lock. A reconfigure also follows a
+            // link that went down and came back (the interface watcher): announce again.
+            publisher.pace(proxy.configuration.mdnsAnnouncePacing)
+            publisher.reannounce()
+        }
         let now = scheduler.now()
         var recheck: Duration?
         defer { if let recheck { arm(after: recheck) { _ in } } }
@@ -204,7 +214,7 @@ public final class Gateway: Sendable {
             for key in batch.collisions {
                 if let collided = model.published.first(where: { $0.key == key }) { proxy.forgetOwnPublication(collided) }
                 model.renames[key, default: 0] += 1
-                model.instruments(for: key.interface).renames.increment()
+                instruments(for: key.interface).renames.increment()
                 logger.info("mDNS gateway: name taken on the link, renaming the far instance", metadata: [
                     "mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)",
                     "gateway.renames": "\(model.renames[key] ?? 0)",
@@ -221,7 +231,7 @@ public final class Gateway: Sendable {
                 model.status = status
                 return nil
             }
-            Self.count(from: model.status, to: status, in: &model)
+            count(from: model.status, to: status)
             model.published = groups
             model.status = status
             return groups
@@ -232,9 +242,7 @@ public final class Gateway: Sendable {
     }
 
     private func rebuild(_ model: inout Model) {
-        let configuration = proxy.configuration
-        publisher.pace(configuration.mdnsAnnouncePacing)
-        let (routes, problems) = AnnouncementRoute.routes(configuration)
+        let (routes, problems) = AnnouncementRoute.routes(proxy.configuration)
         for problem in problems where !model.problems.contains(problem) {
             logger.warning("mDNS gateway: \(problem)")
         }
@@ -315,7 +323,7 @@ public final class Gateway: Sendable {
             var heldBack: [AnnouncementStatus.HeldBack] = []
             for (instance, why) in held {
                 // Reported once the SRV has been followed `heldAfter`: records arrive one by one.
-                let since = state.subscriptions[RecordKey(name: instance, type: .srv)]?.since ?? now
+                guard let since = state.subscriptions[RecordKey(name: instance, type: .srv)]?.since else { continue }
                 guard now - since >= heldAfter else {
                     waiting = min(waiting ?? .seconds(3600), heldAfter - (now - since))
                     continue
@@ -433,14 +441,14 @@ public final class Gateway: Sendable {
     }
 
     /// `gateway_announced_instances{link}` and `gateway_withdrawn_total{link}`.
-    private static func count(from old: [AnnouncementStatus], to new: [AnnouncementStatus], in model: inout Model) {
+    private func count(from old: [AnnouncementStatus], to new: [AnnouncementStatus]) {
         var before: [String: Set<String>] = [:]
         var after: [String: Set<String>] = [:]
         for route in old { before[route.interface, default: []].formUnion(route.instances.map { route.from + " " + $0 }) }
         for route in new { after[route.interface, default: []].formUnion(route.instances.map { route.from + " " + $0 }) }
         for interface in Set(before.keys).union(after.keys) {
             let now = after[interface] ?? []
-            let instruments = model.instruments(for: interface)
+            let instruments = instruments(for: interface)
             instruments.announced.record(now.count)
             let gone = (before[interface] ?? []).subtracting(now).count
             if gone > 0 { instruments.withdrawn.increment(by: gone) }

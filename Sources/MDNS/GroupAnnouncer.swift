@@ -1,0 +1,141 @@
+import DNSWire
+
+/// Where announcements go: `MulticastSender`, or a capture in tests.
+protocol AnnouncementTransport: AnyObject {
+    /// Why the packet could not be sent, or nil.
+    func send(_ packet: [UInt8], on interface: String) -> String?
+    func close(_ interface: String)
+}
+
+/// What the clients on each interface were told about each published group, and the
+/// announcements and goodbyes that follow when a group changes (RFC 6762 §8.3, §8.4, §10.1,
+/// §10.2), for records avahi-daemon holds with `AVAHI_PUBLISH_NO_ANNOUNCE`. The publisher
+/// calls it as avahi's groups come and go; it queues (`AnnouncementQueue`) and sends
+/// (`MulticastSender`). Not thread-safe: `AvahiPublisher` calls it under its poll lock.
+final class GroupAnnouncer {
+    private var queue: AnnouncementQueue
+    private var told: [MDNSGroup.Key: [MDNSRecord]] = [:]
+    /// Told before avahi-daemon went away: said goodbye to once it is back, unless published again.
+    private var unconfirmed: [MDNSGroup.Key: [MDNSRecord]] = [:]
+    private let sender: any AnnouncementTransport
+    private let origin = ContinuousClock.now
+
+    init(pacing: AnnouncementPacing, sender: any AnnouncementTransport = MulticastSender()) {
+        queue = AnnouncementQueue(pacing: pacing)
+        self.sender = sender
+    }
+
+    var pacing: AnnouncementPacing {
+        get { queue.pacing }
+        set { queue.pacing = newValue }
+    }
+
+    private var now: Duration { ContinuousClock.now - origin }
+
+    /// RFC 6762 §2: PTRs are shared, the rest is unique (§8.1) and sent with the cache-flush bit.
+    static func isUnique(_ record: MDNSRecord) -> Bool { record.type != .ptr }
+
+    private struct RRSetKey: Hashable {
+        var name: DNSName
+        var type: RRType
+
+        init(_ record: MDNSRecord) {
+            name = record.name
+            type = record.type
+        }
+    }
+
+    /// avahi holds `records` for `key` now: announces what its clients were not told, the
+    /// whole RRset of a unique record that changed (the cache-flush bit makes receivers drop
+    /// the members they were not sent, §10.2), and says goodbye to what is gone.
+    func established(_ key: MDNSGroup.Key, records: [MDNSRecord]) {
+        // After avahi-daemon came back nothing counts as told: all is announced again; what
+        // was told before and is gone gets its goodbye.
+        let stale = unconfirmed.removeValue(forKey: key)
+        let before = told[key] ?? []
+        let previous = told[key] ?? stale ?? []
+        let current = Set(records)
+        let changed = Set((records.filter { !before.contains($0) } + before.filter { !current.contains($0) })
+            .filter(Self.isUnique).map(RRSetKey.init))
+        let remaining = Set(records.filter(Self.isUnique).map(RRSetKey.init))
+        told[key] = records
+        goodbye(previous.filter { !current.contains($0) && !remaining.contains(RRSetKey($0)) }, key: key)
+        let new = records.filter { !before.contains($0) || changed.contains(RRSetKey($0)) }
+        queue.announce(new.map(Self.outgoing), on: key.interface, now: now)
+    }
+
+    /// avahi no longer holds `key`'s records (the group was freed): goodbye to them.
+    func withdrawn(_ key: MDNSGroup.Key) {
+        goodbye(told.removeValue(forKey: key) ?? [], key: key)
+    }
+
+    /// The group's records went with their interface: nobody there to tell; published again
+    /// later, they are announced in full.
+    func forget(_ key: MDNSGroup.Key) {
+        told[key] = nil
+        if !told.keys.contains(where: { $0.interface == key.interface }) {
+            queue.cancel(on: key.interface)
+            sender.close(key.interface)
+        }
+    }
+
+    /// Another host owns the name now: goodbye to our data under it, not to the shared PTRs,
+    /// which are the owner's too (its instance has the same name).
+    func collided(_ key: MDNSGroup.Key) {
+        goodbye((told.removeValue(forKey: key) ?? []).filter(Self.isUnique), key: key)
+    }
+
+    /// avahi-daemon went away with every group: what was told is announced again in full once
+    /// it is back, or said goodbye to (`confirm`).
+    func daemonLost() {
+        unconfirmed.merge(told) { old, _ in old }
+        told = [:]
+    }
+
+    /// Goodbyes for what was told before avahi-daemon went away and is not wanted any more.
+    func confirm(wanted: Set<MDNSGroup.Key>) {
+        for (key, records) in unconfirmed.sorted(by: { $0.key < $1.key }) where !wanted.contains(key) {
+            unconfirmed[key] = nil
+            goodbye(records, key: key)
+        }
+    }
+
+    /// Announces every group again (a link came back: RFC 6762 §8.3 "on a Link Change").
+    func reannounce() {
+        for (key, records) in told.sorted(by: { $0.key < $1.key }) {
+            queue.announce(records.map(Self.outgoing), on: key.interface, now: now)
+        }
+    }
+
+    /// Goodbyes for everything, sent at once.
+    func shutdown() -> [(interface: String, error: String)] {
+        for (key, records) in told.merging(unconfirmed, uniquingKeysWith: { a, _ in a }).sorted(by: { $0.key < $1.key }) {
+            told[key] = nil
+            goodbye(records, key: key)
+        }
+        unconfirmed = [:]
+        return send(ignoringPacing: true).errors
+    }
+
+    /// Sends what is due; returns what failed and when the next is due.
+    func send(ignoringPacing: Bool = false) -> (errors: [(interface: String, error: String)], next: Duration?) {
+        let now = self.now
+        var errors: [(interface: String, error: String)] = []
+        for (interface, packet) in queue.due(now: now, ignoringPacing: ignoringPacing) {
+            if let error = sender.send(packet, on: interface) { errors.append((interface, error)) }
+        }
+        return (errors, queue.nextDue.map { max(.zero, $0 - now) })
+    }
+
+    private static func outgoing(_ record: MDNSRecord) -> AnnouncementQueue.Outgoing {
+        .init(record: record, unique: isUnique(record), ttl: MDNSRecord.defaultTTL(for: record.type))
+    }
+
+    /// Goodbyes for `records` of `key`, except those another group on the interface still
+    /// holds (the type enumeration PTR every instance of a type carries).
+    private func goodbye(_ records: [MDNSRecord], key: MDNSGroup.Key) {
+        let held = Set(told.filter { $0.key.interface == key.interface && $0.key != key }.values.joined())
+        let gone = records.filter { !held.contains($0) }
+        queue.goodbye(gone.map { .init(record: $0, unique: Self.isUnique($0), ttl: 0) }, on: key.interface, now: now)
+    }
+}
