@@ -25,16 +25,14 @@ struct Subscriber: Sendable {
     /// only with a routable address) and must see the instances it holds back to report them.
     var appliesUsableRule = true
 
-    /// avahi does not expose the received TTLs, so Push uses RFC 6762 §10's defaults (RFC 8765
-    /// §6.3.1 wants mDNS TTLs, not the 10 s unicast cap).
-    static func ttl(for type: RRType) -> UInt32 { MDNSRecord.defaultTTL(for: type) }
-
     /// The change this subscriber is told for a cached record, nil when the record is not
-    /// shown to clients (suppressed address, filtered service type, undecodable RDATA).
+    /// shown to clients (suppressed address, filtered service type, undecodable RDATA). avahi
+    /// does not expose the received TTLs, so additions carry RFC 6762 §10's defaults (RFC 8765
+    /// §6.3.1 wants mDNS TTLs, not the 10 s unicast cap).
     func change(for record: CachedRecord, adding: Bool) -> PushChange? {
         guard let wire = wire(of: record) else { return nil }
         return adding
-            ? .add(owner, record.type, ttl: Self.ttl(for: record.type), rdata: wire)
+            ? .add(owner, record.type, ttl: MDNSRecord.defaultTTL(for: record.type), rdata: wire)
             : .remove(owner, record.type, rdata: wire)
     }
 }

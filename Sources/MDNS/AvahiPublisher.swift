@@ -22,10 +22,10 @@ internal import CAvahiClient
 /// it, announces changed records, says goodbye to withdrawn ones, paced per interface. The
 /// daemon sends no goodbyes for such records when the proxy stops, so `shutdown` sends them;
 /// after a crash they expire with their TTL (120 s for SRV and addresses, RFC 6762 §10).
-/// Every field but the `let`s, and the announcer, are guarded by the poll lock.
 ///
-/// The poll lock guards the rest too: avahi runs callbacks on the poll
-/// thread holding it, and `publish`/`shutdown` take it. Neither may be called from a callback.
+/// Every field but the `let`s, and the announcer, is guarded by the poll lock: avahi runs
+/// callbacks on the poll thread holding it, and `publish`/`shutdown` take it. Neither may be
+/// called from a callback.
 public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private let logger: Logger
     private let retryDelay: Duration

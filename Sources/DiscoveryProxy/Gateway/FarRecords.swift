@@ -130,12 +130,8 @@ struct FarRecords: Sendable {
     }
 
     /// The complete services: an instance with an SRV whose target has at least one address
-    /// native to the far link. Sorted, so that output is deterministic.
-    func services(_ route: AnnouncementRoute) -> [FarService] {
-        survey(route).services
-    }
-
-    /// `services`, and the far instances (with their SRV's owner name) left out and why.
+    /// native to the far link, sorted so that output is deterministic; and the far instances
+    /// left out (by their SRV's owner name), and why.
     func survey(_ route: AnnouncementRoute) -> (services: [FarService], held: [(instance: DNSName, why: Held)]) {
         var services: [FarService] = []
         var held: [(instance: DNSName, why: Held)] = []
