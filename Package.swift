@@ -65,6 +65,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // What the tests and fuzz harnesses share (a clock moved by hand); no executable links it.
+        .target(name: "ProxyTestSupport", dependencies: ["DiscoveryProxy"], swiftSettings: swiftSettings),
         // UDP, TCP and TLS (DNS Push) DNS front ends.
         .target(
             name: "DNSServer",
@@ -149,7 +151,7 @@ let package = Package(
         .executableTarget(
             name: "fuzz-dns",
             dependencies: [
-                "DNSWire", "MDNS", "DiscoveryProxy", "DNSServer",
+                "DNSWire", "MDNS", "DiscoveryProxy", "DNSServer", "ProxyTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -176,7 +178,8 @@ let package = Package(
         .testTarget(
             name: "DiscoveryProxyTests",
             dependencies: [
-                "DiscoveryProxy", "DNSWire", "MDNS", .product(name: "MetricsTestKit", package: "swift-metrics"),
+                "DiscoveryProxy", "DNSWire", "MDNS", "ProxyTestSupport",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),

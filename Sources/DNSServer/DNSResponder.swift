@@ -37,22 +37,12 @@ public struct DNSClient: Sendable, CustomStringConvertible {
 /// What the network front ends hand queries to. The servers only move bytes: decoding,
 /// answering and encoding (within the transport's size limit) are the responder's job.
 public protocol DNSResponder: Sendable {
-    /// Answers one query message (without the TCP length prefix). `respond` must be called
+    /// Answers one query message (without the TCP length prefix). `answer` must be called
     /// exactly once, either before `handle` returns (a cache hit) or later from any thread
-    /// (an mDNS miss): with the encoded answer, or with nil to send nothing (for example a
-    /// query too short to hold a DNS header).
-    func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void)
-
-    /// As `handle(query:from:respond:)`, but the answer may say that the front end can replay
-    /// it (see `DNSAnswer.replay`). The front ends call this one; the default forwards to the
-    /// plain method and never offers a replay.
+    /// (an mDNS miss): with the encoded answer, or with nil bytes to send nothing (for example
+    /// a query too short to hold a DNS header). The answer may say that the front end can
+    /// replay it (see `DNSAnswer.replay`).
     func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void)
-}
-
-extension DNSResponder {
-    public func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void) {
-        handle(query: query, from: client) { bytes in answer(DNSAnswer(bytes: bytes)) }
-    }
 }
 
 /// A responder's answer: the message bytes (nil: send nothing) and, optionally, permission to

@@ -26,31 +26,23 @@ public struct RateLimitedResponder: DNSResponder {
             inner.handle(query: query, from: client, answer: answer)
             return
         }
-        handle(query: query, from: client) { bytes in answer(DNSAnswer(bytes: bytes)) }
-    }
-
-    public func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void) {
-        guard client.transport == .udp, limiter.limit.isEnabled else {
-            inner.handle(query: query, from: client, respond: respond)
-            return
-        }
         let limiter = self.limiter
         let counts = self.counts
         let epoch = self.epoch
         let clock = self.clock
-        inner.handle(query: query, from: client) { answer in
-            guard let answer else { return respond(nil) }
+        inner.handle(query: query, from: client) { (inner: DNSAnswer) in
+            guard let bytes = inner.bytes else { return answer(DNSAnswer(bytes: nil)) }
             switch limiter.decide(client: client.address, now: clock.now - epoch) {
             case .send:
-                respond(answer)
+                answer(DNSAnswer(bytes: bytes))
             case .slip:
                 counts.slipped.add(1, ordering: .relaxed)
                 counts.slippedMetric.increment()
-                respond(ResponseRateLimiter.truncatedReply(to: answer))
+                answer(DNSAnswer(bytes: ResponseRateLimiter.truncatedReply(to: bytes)))
             case .drop:
                 counts.limited.add(1, ordering: .relaxed)
                 counts.limitedMetric.increment()
-                respond(nil)
+                answer(DNSAnswer(bytes: nil))
             }
         }
     }

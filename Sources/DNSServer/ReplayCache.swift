@@ -72,8 +72,8 @@ final class ReplayCache {
         }
 
         /// Calls `body` with the answer if `query` (without its ID) is this entry's: same
-        /// client and transport, same bytes (memcmp: the generic `elementsEqual` over two
-        /// collections was a tenth of the replay path).
+        /// client and transport, same bytes (memcmp, not the generic `elementsEqual`: this
+        /// runs for every replayed query).
         func withAnswer<R>(
             ifMatching query: UnsafeRawBufferPointer, client: ClientKey, transport: DNSTransport,
             _ body: (UnsafeRawBufferPointer) -> R

@@ -7,8 +7,8 @@ import MDNS
 typealias BrowseKey = MDNSQuestion
 
 /// What a browse keeps per record beside the `MDNSRecord` it is keyed by (whose owner name,
-/// type and received RDATA it does not repeat): 32 bytes, as there is one per record of every
-/// browse. Names stay as mDNS gave them (in `.local.`); rewriting into the link zone is done
+/// type and received RDATA it does not repeat): 32 bytes (`BrowseStorageTests` checks), as
+/// there is one per record of every browse. Names stay as mDNS gave them (in `.local.`); rewriting into the link zone is done
 /// per answer (`ZonePresentation`), as a translated copy would be one more name per
 /// PTR and SRV record, and so per known instance.
 struct RecordState: Sendable {
@@ -142,7 +142,8 @@ struct QueryContext: Sendable {
 }
 
 /// One live mDNS query and what it has found so far: the cache entry of the proxy. Stored
-/// inline in the browse map, one slot per browse, so kept small (72 bytes): times as
+/// inline in the browse map, one slot per browse, so kept small (72 bytes,
+/// `BrowseStorageTests` checks): times as
 /// nanoseconds, counters of 32 bits, and flags last.
 struct Browse: Sendable {
     var records = MDNSRecordTable<RecordState>()

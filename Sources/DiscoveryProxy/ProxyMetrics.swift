@@ -16,9 +16,8 @@ final class ProxyMetrics: Sendable {
     private let answerCounters = Mutex<[Key: AnswerCounters]>([:])
 
     /// A metric's name and label values. The label names are fixed per metric name, so they
-    /// are not part of the key. No string is built for a lookup: the values are the short
-    /// literals and labels the callers already hold (a joined string key was a measurable
-    /// cost per answer: docs/BENCHMARKS.md, "Fifth round").
+    /// are not part of the key. No string is built for a lookup, which happens once per
+    /// answer: the values are the short literals and labels the callers already hold.
     private struct Key: Hashable {
         let label: String
         let value0: String

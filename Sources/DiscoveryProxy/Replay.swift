@@ -19,8 +19,8 @@ public struct ReplayTicket: Sendable {
     /// Which counter of `ProxyStats` a replay adds to, as the original answer did.
     let kind: Kind
     /// The metric counters a replay adds to, found when the answer was counted: every loop's
-    /// replay cache reports each entry every second, and a metric lookup per entry there
-    /// stalls the loop (docs/BENCHMARKS.md, "Fifth round": the periodic work).
+    /// replay cache reports each entry every second, on its event loop, where a metric lookup
+    /// (under the metrics lock) per entry would hold up the queries behind it.
     let counters: AnswerCounters
 
     enum Kind: Sendable {

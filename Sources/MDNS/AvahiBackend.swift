@@ -695,8 +695,8 @@ private final class ClientSlot {
 }
 
 /// A connection's queries: an array in which each query knows its position (a removal moves
-/// the last one into the gap). A dictionary by ID held about 24 bytes per query at its load
-/// factor; this holds 8.
+/// the last one into the gap), so one pointer per query and O(1) removal; a pool holds two
+/// queries per instance the proxy knows.
 private struct SlotQueries: Sequence {
     private var items: [Query] = []
 
@@ -726,8 +726,8 @@ private struct SlotQueries: Sequence {
 /// instance it knows. `let`s are immutable; every `var` is guarded by the poll lock.
 ///
 /// It keeps the backend alive (as a handle must), and the backend's pool keeps it until it is
-/// cancelled. Fields are laid out so that the object fits a 112-byte malloc chunk: the 32-bit
-/// fields together, after the 8-byte ones.
+/// cancelled. The 32-bit fields sit together after the 8-byte ones, so that no padding
+/// comes between them.
 private final class Query: MDNSQueryHandle, @unchecked Sendable {
     let backend: AvahiBackend
     let question: MDNSQuestion

@@ -21,12 +21,6 @@ public struct StartupError: Error, Sendable, CustomStringConvertible {
 struct ProxyResponder: DNSResponder {
     let proxy: DiscoveryProxy
 
-    func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void) {
-        proxy.handle(
-            query: query, overTCP: client.transport == .tcp, client: client.address,
-            tcpIdleTimeout: client.tcpIdleTimeout, respond: respond)
-    }
-
     func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void) {
         let proxy = self.proxy
         proxy.handle(

@@ -7,10 +7,6 @@ struct SessionResponder: DNSSessionResponder {
     let queries: any DNSResponder
     let push: PushService
 
-    func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void) {
-        queries.handle(query: query, from: client, respond: respond)
-    }
-
     func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void) {
         queries.handle(query: query, from: client, answer: answer)  // keeps replay permission
     }

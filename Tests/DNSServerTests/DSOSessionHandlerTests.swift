@@ -25,8 +25,8 @@ final class FakeSessionResponder: DNSSessionResponder, Sendable {
     let plain = FakeResponder()
     let sessions = Mutex<[Session]>([])
 
-    func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void) {
-        plain.handle(query: query, from: client, respond: respond)
+    func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void) {
+        plain.handle(query: query, from: client, answer: answer)
     }
 
     func openSession(client: DNSClient, connection: DNSStreamConnection) -> any DNSStreamSession {

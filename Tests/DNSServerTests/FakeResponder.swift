@@ -25,7 +25,8 @@ final class FakeResponder: DNSResponder, Sendable {
         [0xAA] + query
     }
 
-    func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void) {
+    func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void) {
+        let respond: @Sendable ([UInt8]?) -> Void = { answer(DNSAnswer(bytes: $0)) }
         self.state.withLock { $0.received.append((query, client)) }
         switch query.first {
         case Self.fast?:

@@ -128,10 +128,6 @@ final class ReplayingResponder: DNSResponder, Sendable {
 
     init(replay: DNSAnswerReplay) { self.replay = replay }
 
-    func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void) {
-        respond(query)
-    }
-
     func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void) {
         calls.add(1, ordering: .relaxed)
         answer(DNSAnswer(bytes: query, replay: replay))

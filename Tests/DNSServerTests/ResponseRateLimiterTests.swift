@@ -72,7 +72,7 @@ struct ResponseRateLimiterTests {
             for _ in 0..<6 {
                 let header: [UInt8] = [FakeResponder.fast, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
                 responder.handle(query: header, from: DNSClient(address: [192, 0, 2, 7], port: 5353, transport: transport)) {
-                    answer in sent.withLock { $0.append(answer) }
+                    answer in sent.withLock { $0.append(answer.bytes) }
                 }
             }
         }

@@ -1,6 +1,7 @@
 import DNSWire
 import DiscoveryProxy
 import MDNS
+import ProxyTestSupport
 import Testing
 
 /// `maxBrowses`: a flood of invented names cannot grow the browse table (and the avahi

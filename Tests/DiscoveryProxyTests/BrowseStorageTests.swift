@@ -1,5 +1,6 @@
 import DNSWire
 import MDNS
+import ProxyTestSupport
 import Synchronization
 import Testing
 
@@ -14,6 +15,14 @@ struct BrowseStorageTests {
     /// Where a name's bytes live: two names with the same address share one array.
     func storage(_ name: DNSName) -> UnsafeRawPointer? {
         name.wireBytes.withUnsafeBytes { $0.baseAddress }
+    }
+
+    /// The sizes Browse.swift's comments give, as strides (what each takes in an array or a
+    /// table slot): one `RecordState` per record of every browse, one `Browse` per browse.
+    @Test("per-record and per-browse storage stay at 32 and 72 bytes")
+    func sizes() {
+        #expect(MemoryLayout<RecordState>.stride == 32)
+        #expect(MemoryLayout<Browse>.stride == 72)
     }
 
     @Test("an instance's SRV and TXT browses keep the name the PTR record brought, not copies of the query's")

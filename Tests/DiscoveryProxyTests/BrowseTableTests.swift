@@ -1,5 +1,6 @@
 import DNSWire
 import MDNS
+import ProxyTestSupport
 import Testing
 
 @testable import DiscoveryProxy

@@ -1,6 +1,7 @@
 import DNSWire
 import DiscoveryProxy
 import MDNS
+import ProxyTestSupport
 import Testing
 
 @Suite("DiscoveryProxy: answering from mDNS (RFC 8766 §5.5, §5.6)")

@@ -2,6 +2,7 @@ import DNSWire
 @testable import DiscoveryProxy
 import Logging
 import MDNS
+import ProxyTestSupport
 import Synchronization
 import Testing
 

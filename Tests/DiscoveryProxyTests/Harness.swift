@@ -3,6 +3,7 @@ import DiscoveryProxy
 import Logging
 import MDNS
 import Metrics
+import ProxyTestSupport
 import Synchronization
 
 /// A proxy over a scripted backend and a manual clock, with helpers to query it.

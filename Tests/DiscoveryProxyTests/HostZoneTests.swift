@@ -1,5 +1,6 @@
 import DNSWire
 @testable import DiscoveryProxy
+import ProxyTestSupport
 import Testing
 
 /// RFC 8766 §5.3: a link may have a rich-text zone for DNS-SD names and an LDH zone for host

@@ -1,6 +1,7 @@
 import DNSWire
 @testable import DiscoveryProxy
 import MDNS
+import ProxyTestSupport
 import Testing
 
 /// The link inventory behind the status page: every interval, each link's service types

@@ -2,6 +2,7 @@ import DNSWire
 @testable import DiscoveryProxy
 import MDNS
 import Logging
+import ProxyTestSupport
 import Testing
 
 /// RFC 8766 §5.5.3: an NSEC query gets one synthesized NSEC for the queried name alone, with

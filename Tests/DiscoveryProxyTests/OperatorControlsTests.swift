@@ -1,6 +1,7 @@
 import DNSWire
 import DiscoveryProxy
 import MDNS
+import ProxyTestSupport
 import Testing
 
 @Suite("Operator controls: client ACL, service filters, live reconfiguration")

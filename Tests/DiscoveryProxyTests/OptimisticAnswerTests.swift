@@ -1,6 +1,7 @@
 import DNSWire
 import DiscoveryProxy
 import MDNS
+import ProxyTestSupport
 import Testing
 
 @Suite("Optimistic answers from recently released browses")

@@ -1,5 +1,6 @@
 import DNSWire
 @testable import DiscoveryProxy
+import ProxyTestSupport
 import Synchronization
 import Testing
 

@@ -1,5 +1,6 @@
 import DNSWire
 import DiscoveryProxy
+import ProxyTestSupport
 import Testing
 
 /// What outside checkers (dig, zonemaster, dnsviz, EDNS compliance testers) look at first.

@@ -2,6 +2,7 @@ import DNSWire
 import DiscoveryProxy
 import Logging
 import MDNS
+import ProxyTestSupport
 import Synchronization
 import Testing
 

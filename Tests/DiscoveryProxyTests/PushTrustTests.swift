@@ -2,6 +2,7 @@ import DNSWire
 import DiscoveryProxy
 import Logging
 import MDNS
+import ProxyTestSupport
 import Testing
 
 /// The client ACL and the per-link views on every DSO message type (RFC 8766 §9.2): a client

@@ -1,6 +1,7 @@
 import DNSWire
 import DiscoveryProxy
 import Logging
+import ProxyTestSupport
 import Testing
 
 /// RFC 8766 §5.5.2's unusable-SRV rule on DNS Push, as unicast answers apply it

@@ -1,6 +1,7 @@
 import DNSWire
 @testable import DiscoveryProxy
 import MDNS
+import ProxyTestSupport
 import Synchronization
 import Testing
 

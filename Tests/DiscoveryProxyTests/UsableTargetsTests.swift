@@ -1,5 +1,6 @@
 import DNSWire
 @testable import DiscoveryProxy
+import ProxyTestSupport
 import Testing
 
 /// RFC 8766 §5.5.2: SRV records whose target has no address usable by the client, and the

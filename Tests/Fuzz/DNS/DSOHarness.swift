@@ -54,6 +54,7 @@ import DNSWire
 @testable import DiscoveryProxy
 import Logging
 import MDNS
+import ProxyTestSupport
 import Synchronization
 
 #if canImport(Glibc)

@@ -12,6 +12,7 @@ import DNSWire
 import DiscoveryProxy
 import Logging
 import MDNS
+import ProxyTestSupport
 import Synchronization
 
 #if canImport(Glibc)

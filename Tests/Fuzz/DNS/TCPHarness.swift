@@ -164,7 +164,8 @@ final class ScriptedResponder: DNSResponder {
         var length: Int
     }
 
-    func handle(query: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void) {
+    func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void) {
+        let respond: @Sendable ([UInt8]?) -> Void = { answer(DNSAnswer(bytes: $0)) }
         let deferred = self.state.withLock { state in
             state.received.append(query)
             if query.first.map({ $0 % 4 == 2 }) == true {
