@@ -45,14 +45,17 @@ let package = Package(
         .target(name: "BuildInfo", swiftSettings: swiftSettings, plugins: ["GitRevision"]),
         .plugin(name: "GitRevision", capability: .buildTool()),
 
+        // One counter per event, read by the status page and exported to Prometheus alike.
+        .target(
+            name: "EventCounting", dependencies: [.product(name: "Metrics", package: "swift-metrics")],
+            swiftSettings: swiftSettings),
         // Wire format: Sendable DNS message types; the only module that calls ldns.
         .target(name: "DNSWire", dependencies: ["CLDNS"], swiftSettings: swiftSettings),
         // mDNS backend protocol and its avahi implementation; no NIO.
         .target(
             name: "MDNS",
             dependencies: [
-                "DNSWire", "CAvahiClient", .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
+                "DNSWire", "EventCounting", "CAvahiClient", .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -60,7 +63,7 @@ let package = Package(
         .target(
             name: "DiscoveryProxy",
             dependencies: [
-                "DNSWire", "MDNS", .product(name: "Logging", package: "swift-log"),
+                "DNSWire", "MDNS", "EventCounting", .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
@@ -71,6 +74,7 @@ let package = Package(
         .target(
             name: "DNSServer",
             dependencies: [
+                "EventCounting",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOExtras", package: "swift-nio-extras"),
@@ -85,7 +89,8 @@ let package = Package(
         .target(
             name: "AdminHTTP",
             dependencies: [
-                "DiscoveryProxy", "DNSWire",
+                // DNSServer for its counters' types (`TCPConnectionStats`), shown as they are.
+                "DiscoveryProxy", "DNSWire", "DNSServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -166,7 +171,7 @@ let package = Package(
         .testTarget(
             name: "AdminHTTPTests",
             dependencies: [
-                "AdminHTTP", "DiscoveryProxy", "DNSWire",
+                "AdminHTTP", "DiscoveryProxy", "DNSWire", "DNSServer",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -1,3 +1,4 @@
+public import DNSServer
 public import DiscoveryProxy
 public import Foundation
 
@@ -33,7 +34,7 @@ public struct AdminStatus: Sendable, Codable, Equatable {
     public var udpQueriesReceived: Int
     /// DNS messages read from TCP connections.
     public var tcpQueriesReceived: Int
-    public var tcp: TCPStats
+    public var tcp: TCPConnectionStats
     public var avahi: AvahiStats
     public var proxy: ProxyStats
     public var links: [LinkStatus]
@@ -48,7 +49,7 @@ public struct AdminStatus: Sendable, Codable, Equatable {
         health: Health = Health(),
         udpQueriesReceived: Int = 0,
         tcpQueriesReceived: Int = 0,
-        tcp: TCPStats = TCPStats(),
+        tcp: TCPConnectionStats = TCPConnectionStats(),
         avahi: AvahiStats = AvahiStats(),
         proxy: ProxyStats = ProxyStats(),
         links: [LinkStatus] = [],
@@ -84,36 +85,6 @@ public struct Health: Sendable, Codable, Equatable {
         self.reasons = reasons
         self.mdnsState = mdnsState
         self.listeners = listeners
-    }
-}
-
-/// DNS-over-TCP connection counters. `open` is a level; the rest only grow.
-public struct TCPStats: Sendable, Codable, Equatable {
-    public var open: Int
-    public var accepted: Int
-    public var closedIdle: Int
-    public var closedLimit: Int
-    /// At `tcp.max-connection-lifetime`.
-    public var closedLifetime: Int
-    public var closedError: Int
-    public var closedClient: Int
-
-    public init(
-        open: Int = 0,
-        accepted: Int = 0,
-        closedIdle: Int = 0,
-        closedLimit: Int = 0,
-        closedLifetime: Int = 0,
-        closedError: Int = 0,
-        closedClient: Int = 0
-    ) {
-        self.open = open
-        self.accepted = accepted
-        self.closedIdle = closedIdle
-        self.closedLimit = closedLimit
-        self.closedLifetime = closedLifetime
-        self.closedError = closedError
-        self.closedClient = closedClient
     }
 }
 

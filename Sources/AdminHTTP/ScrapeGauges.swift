@@ -1,6 +1,7 @@
 public import Prometheus
 import CoreMetrics
 import Metrics
+import DNSServer
 import DiscoveryProxy
 import Synchronization
 

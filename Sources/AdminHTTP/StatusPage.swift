@@ -1,4 +1,5 @@
 import DNSWire
+import DNSServer
 import DiscoveryProxy
 import Foundation
 

@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CoreMetrics
 import Logging
 import NIOCore
 import NIOExtras
@@ -53,7 +54,7 @@ public final class DNSServer: Service, Sendable {
 
     /// Exported as metrics too: this is the DNS service's listener (the TLS listener's
     /// connections are DNS Push sessions, counted by the Push metrics).
-    private let counters = DNSServerCounters(metrics: DNSServerMetrics())
+    private let counters = DNSServerCounters(exportingTo: MetricsSystem.factory)
     private let udpDrain = UDPDrainState()
     /// Answers the responder allowed to be replayed, one cache per event loop; nil when
     /// `configuration.replayAnswers` is off.

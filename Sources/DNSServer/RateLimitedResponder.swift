@@ -1,4 +1,4 @@
-import CoreMetrics
+import EventCounting
 import Synchronization
 
 /// Wraps a responder with response rate limiting for UDP answers (`ResponseRateLimiter`).
@@ -16,8 +16,8 @@ public struct RateLimitedResponder: DNSResponder {
     }
 
     /// Answers dropped and answers sent truncated (slipped) so far.
-    public var limited: Int { counts.limited.load(ordering: .relaxed) }
-    public var slipped: Int { counts.slipped.load(ordering: .relaxed) }
+    public var limited: Int { counts.limited.value }
+    public var slipped: Int { counts.slipped.value }
 
     /// TCP answers (and all answers while the limit is off) keep the inner responder's replay
     /// permission; limited UDP answers never get one, so that every one passes the limiter.
@@ -36,12 +36,10 @@ public struct RateLimitedResponder: DNSResponder {
             case .send:
                 answer(DNSAnswer(bytes: bytes))
             case .slip:
-                counts.slipped.add(1, ordering: .relaxed)
-                counts.slippedMetric.increment()
+                counts.slipped.increment()
                 answer(DNSAnswer(bytes: ResponseRateLimiter.truncatedReply(to: bytes)))
             case .drop:
-                counts.limited.add(1, ordering: .relaxed)
-                counts.limitedMetric.increment()
+                counts.limited.increment()
                 answer(DNSAnswer(bytes: nil))
             }
         }

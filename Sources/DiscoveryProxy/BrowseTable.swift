@@ -18,6 +18,12 @@ struct BrowseTable: Sendable {
     /// After `close`, no browse starts.
     private(set) var isClosed = false
     var counters = BrowseCounters()
+    /// Where the events with a metric of their own are counted (`mdns_queries_rate_limited_total`).
+    let metrics: ProxyMetrics
+
+    init(metrics: ProxyMetrics = ProxyMetrics()) {
+        self.metrics = metrics
+    }
 
     /// At most this many released browses are remembered for optimistic answers.
     static let maxReleased = 4096
@@ -75,7 +81,7 @@ struct BrowseTable: Sendable {
         if delay >= configuration.negativeTimeout {
             bucket.refund()
             buckets[key.interface] = bucket
-            counters.rateLimited += 1
+            metrics.mdnsRateLimited(link: key.interface)
             guard let stale else { return .rateLimited }
             if context.isCounted { counters.optimisticAnswers += 1 }
             return .optimistic(optimisticSnapshot(stale, key: key, now: now), start: nil)
@@ -89,7 +95,7 @@ struct BrowseTable: Sendable {
             }
             evicted = (victim, evict(victim, now: now, configuration: configuration))
         }
-        if delay > .zero { counters.rateLimited += 1 }
+        if delay > .zero { metrics.mdnsRateLimited(link: key.interface) }
         buckets[key.interface] = bucket
         let start = Start(key: key, generation: takeGeneration(), delay: delay, evicted: evicted)
         var browse = Browse(generation: start.generation, startedAt: now + delay, lastUsed: now)
@@ -139,7 +145,6 @@ struct BrowseTable: Sendable {
     mutating func attach(_ handle: any MDNSQueryHandle, to key: BrowseKey, generation: UInt32) -> Bool {
         guard browses[key]?.generation == generation else { return false }
         browses[key]!.handle = handle
-        counters.mdnsQueriesStarted += 1
         return true
     }
 
@@ -350,8 +355,6 @@ struct BrowseCounters: Sendable {
     var cacheMisses = 0
     var optimisticAnswers = 0
     var negativeTimeouts = 0
-    var rateLimited = 0
-    var mdnsQueriesStarted = 0
     var browsesReleased = 0
     var browsesEvicted = 0
 }

@@ -43,7 +43,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     var configuration: ProxyConfiguration { catalog.configuration }
 
     struct State: ~Copyable {
-        var table = BrowseTable()
+        var table: BrowseTable
         /// Counters of queries; the table counts what happened to browses.
         var stats = ProxyStats()
         var sweepTimer: (any ProxyTimer)?
@@ -67,7 +67,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         self.scheduler = scheduler
         self.logger = logger
         self.output = AnswerOutput(scheduler: scheduler, logger: logger, metrics: ProxyMetrics(factory: metricsFactory))
-        self.state = Mutex(State())
+        self.state = Mutex(State(table: BrowseTable(metrics: output.metrics)))
         metrics.prepare(links: configuration.links.map(\.interface))
         scheduleSweep()
         scheduleFirstInventory()
@@ -130,20 +130,24 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     }
 
     public var stats: ProxyStats {
-        state.withLock { state in
+        var stats = state.withLock { state in
             var stats = state.stats
             let counters = state.table.counters
             stats.cacheHits = counters.cacheHits
             stats.cacheMisses = counters.cacheMisses
             stats.optimisticAnswers = counters.optimisticAnswers
             stats.negativeTimeouts = counters.negativeTimeouts
-            stats.rateLimited = counters.rateLimited
-            stats.mdnsQueriesStarted = counters.mdnsQueriesStarted
             stats.browsesReleased = counters.browsesReleased
             stats.browsesEvicted = counters.browsesEvicted
             stats.activeBrowses = state.table.browses.count
             return stats
         }
+        stats.refused = metrics.total("dns_refused_queries_total")
+        stats.aclRefused = metrics.total("dns_acl_refused_total")
+        stats.formErr = metrics.total("dns_malformed_queries_total")
+        stats.rateLimited = metrics.total("mdns_queries_rate_limited_total")
+        stats.mdnsQueriesStarted = metrics.total("mdns_queries_started_total")
+        return stats
     }
 
     /// The mDNS backend's connection state, for health reporting.
@@ -199,19 +203,16 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             break
         case .malformed(let reply, let isDSO, let error):
             logger.debug("malformed query", metadata: ["dns.id": "\(reply.id)", "dns.error": "\(error)"])
-            count(isDSO ? \.notImp : \.formErr)
-            if !isDSO { metrics.malformed() }
+            if isDSO { count(\.notImp) } else { metrics.malformed() }
             output.finish(reply, context, cache: "error")
         case .clientRefused(let reply):
             noteRefused(.client, client: client, asking: "query")
             // Not replayable: each refusal is counted and logged as an ACL event.
             output.finish(reply, context, cache: "immediate")
         case .protocolFailure(let reply, let rcode):
-            count(rcode == .notImp ? \.notImp : rcode == .formErr ? \.formErr : \.badVers)
-            if rcode == .formErr { metrics.malformed() }
+            if rcode == .formErr { metrics.malformed() } else { count(rcode == .notImp ? \.notImp : \.badVers) }
             output.finish(reply, context, cache: "immediate")
         case .refused(let reply):
-            count(\.refused)
             metrics.refused()
             logger.debug("refused", metadata: ["dns.qname": "\(reply.questions[0].name)"])
             output.finish(reply, context, cache: "immediate", replay: .refused)
@@ -284,11 +285,9 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         case .lookup(.rateLimited):
             logger.debug("mDNS rate limit: answering SERVFAIL", metadata: ["mdns.question": "\(key)"])
             count(\.servFail)
-            metrics.mdnsRateLimited(link: key.interface)
             output.finish(answers.failure(query, .servFail), context, cache: "miss")
         case .lookup(.wait(let waiterID, let deadline, let start)):
             if let start { evict(start) }
-            if let start, start.delay > .zero { metrics.mdnsRateLimited(link: key.interface) }
             scheduler.schedule(after: deadline - now) { [weak self, key] in self?.expire(key, waiterID: waiterID) }
             if let start { begin(start) }
         }
@@ -359,10 +358,6 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     /// query, or the DSO message type), so `dns_acl_refused_total` and
     /// `dns_link_refused_total` cover DNS Push too.
     func noteRefused(_ refusal: Refusal, client: [UInt8]?, asking: String) {
-        state.withLock { state in
-            state.stats.refused += 1
-            if case .client = refusal { state.stats.aclRefused += 1 }
-        }
         metrics.refused()
         var metadata: Logger.Metadata = ["dns.request": "\(asking)"]
         if let client { metadata["dns.client"] = "\(IPPrefix.format(client))" }
@@ -387,7 +382,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             switch kind {
             case .hit: state.table.counters.cacheHits += n
             case .immediate: state.stats.immediate += n
-            case .refused: state.stats.refused += n
+            case .refused: break
             }
         }
         if kind == .refused { metrics.refused(n) }

@@ -1,9 +1,11 @@
+import EventCounting
 import Metrics
 import Synchronization
 
 /// The proxy logic's instruments, all declared in this file and incremented where the event
-/// happens (no counter is mirrored from a snapshot): `ProxyMetrics` for queries and mDNS,
-/// `PushMetrics` for DNS Push. Created once per label set and reused (creating a metric goes
+/// happens, once: `ProxyMetrics` for queries and mDNS, `PushMetrics` for DNS Push. The
+/// counters are `EventCounter`s, so `ProxyStats` (the status page, `/api`) reads the same
+/// counts Prometheus exports (`total(_:)`). Created once per label set and reused (creating a metric goes
 /// through the factory's lock), through the factory given (the executable's Prometheus
 /// factory by default, `MetricsTestKit`'s `TestMetrics` in tests).
 ///
@@ -11,7 +13,7 @@ import Synchronization
 /// and no label ever carries a query name.
 final class ProxyMetrics: Sendable {
     private let factory: any MetricsFactory
-    private let counters = Mutex<[Key: Counter]>([:])
+    private let counters = Mutex<[Key: EventCounter]>([:])
     private let timers = Mutex<[Key: Timer]>([:])
     private let answerCounters = Mutex<[Key: AnswerCounters]>([:])
 
@@ -45,8 +47,10 @@ final class ProxyMetrics: Sendable {
         return answerCounters.withLock { cache in
             if let found = cache[key] { return found }
             let made = AnswerCounters(
-                queries: counter("dns_queries_total", [("transport", transport), ("qtype", qtype), ("rcode", rcode)]),
-                replayed: counter("dns_answers_replayed_total", [("transport", transport)]))
+                queries: Counter(
+                    label: "dns_queries_total", dimensions: [("transport", transport), ("qtype", qtype), ("rcode", rcode)],
+                    factory: factory),
+                replayed: Counter(label: "dns_answers_replayed_total", dimensions: [("transport", transport)], factory: factory))
             cache[key] = made
             return made
         }
@@ -69,8 +73,9 @@ final class ProxyMetrics: Sendable {
         _ = counter("dns_acl_refused_total", [])
         _ = counter("dns_malformed_queries_total", [])
         _ = counter("dns_refused_queries_total", [])
-        _ = counter("dns_answers_replayed_total", [("transport", "udp")])
-        _ = counter("dns_answers_replayed_total", [("transport", "tcp")])
+        for transport in ["udp", "tcp"] {
+            _ = Counter(label: "dns_answers_replayed_total", dimensions: [("transport", transport)], factory: factory)
+        }
         for link in links {
             _ = counter("dns_link_refused_total", [("link", link)])
             _ = counter("mdns_queries_started_total", [("link", link)])
@@ -89,11 +94,16 @@ final class ProxyMetrics: Sendable {
     /// replayed refusals included.
     func refused(_ count: Int = 1) { counter("dns_refused_queries_total", []).increment(by: count) }
 
-    private func counter(_ label: String, _ dimensions: [(String, String)]) -> Counter {
+    /// The count of `label` over all its label values (every link's, say), for `ProxyStats`.
+    func total(_ label: String) -> Int {
+        counters.withLock { cache in cache.reduce(0) { $0 + ($1.key.label == label ? $1.value.value : 0) } }
+    }
+
+    private func counter(_ label: String, _ dimensions: [(String, String)]) -> EventCounter {
         let key = Key(label, dimensions)
         return counters.withLock { cache in
             if let counter = cache[key] { return counter }
-            let counter = Counter(label: label, dimensions: dimensions, factory: factory)
+            let counter = EventCounter(label: label, dimensions: dimensions, factory: factory)
             cache[key] = counter
             return counter
         }

@@ -1,6 +1,6 @@
 import DNSWire
+import EventCounting
 import Logging
-import Metrics
 import Synchronization
 internal import CAvahiClient
 
@@ -62,10 +62,9 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     /// True from the first sign of a lost daemon until every connection runs again; warnings
     /// are logged once per outage.
     private var inOutage = false
-    /// Outages recovered from (the daemon came back and queries were re-created).
-    private var reconnects = 0
-    /// `mdns_backend_reconnects_total`: the same count, for metrics (the module's one instrument).
-    private let reconnectsMetric = Counter(label: "mdns_backend_reconnects_total")
+    /// Outages recovered from (the daemon came back and queries were re-created):
+    /// `mdns_backend_reconnects_total`, and `reconnectCount` for the status page.
+    private let reconnects = EventCounter(label: "mdns_backend_reconnects_total")
     /// Fires once on the poll thread to learn its identity.
     private var bootstrapTimer: OpaquePointer?
 
@@ -73,7 +72,6 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
         var state: MDNSBackendState = .connecting
         var liveQueries = 0
         var clients = 0
-        var reconnects = 0
     }
 
     /// Starts the poll thread and connects to avahi-daemon in the background. Does not fail when
@@ -132,7 +130,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     public var clientCount: Int { self.published.withLock { $0.clients } }
 
     /// How many times the daemon went away and the backend recovered (for metrics).
-    public var reconnectCount: Int { self.published.withLock { $0.reconnects } }
+    public var reconnectCount: Int { reconnects.value }
 
     public func startQuery(
         _ question: MDNSQuestion, tag: UInt32, receiver: any MDNSQueryReceiver
@@ -455,8 +453,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
             let version = client.flatMap { avahi_client_get_version_string($0) }.map { String(cString: $0) } ?? "?"
             if self.inOutage && self.slots.allSatisfy({ $0.status == .running || $0 === slot }) {
                 self.inOutage = false
-                self.reconnects += 1
-                self.reconnectsMetric.increment()
+                self.reconnects.increment()
                 self.logger.info(
                     "avahi-daemon is back; re-creating queries",
                     metadata: ["mdns.client": "\(slot.id)", "mdns.daemon": "\(version)"]
@@ -649,8 +646,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
         let snapshot = Published(
             state: state,
             liveQueries: self.liveQueries,
-            clients: self.slots.count(where: { $0.client != nil }),
-            reconnects: self.reconnects
+            clients: self.slots.count(where: { $0.client != nil })
         )
         self.published.withLock { $0 = snapshot }
     }

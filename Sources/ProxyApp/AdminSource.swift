@@ -29,9 +29,7 @@ struct AdminSource: AdminStatusSource {
             uptimeSeconds: Double(uptime.components.seconds),
             health: Health(ok: reasons.isEmpty, reasons: reasons, mdnsState: mdns.rawValue, listeners: listeners),
             udpQueriesReceived: dns.udpQueriesReceived, tcpQueriesReceived: dns.tcpQueriesReceived,
-            tcp: TCPStats(
-                open: dns.tcpConnectionsOpen, accepted: dns.tcpConnectionsAccepted, closedIdle: dns.tcpClosedIdle,
-                closedLimit: dns.tcpClosedLimit, closedLifetime: dns.tcpClosedLifetime, closedError: dns.tcpClosedError, closedClient: dns.tcpClosedClient),
+            tcp: dns.tcp,
             avahi: AvahiStats(
                 connected: mdns == .running, clients: backend.clientCount, liveQueries: backend.liveQueryCount,
                 reconnects: backend.reconnectCount),

@@ -1,4 +1,5 @@
 import AdminHTTP
+import DNSServer
 import DiscoveryProxy
 import Foundation
 import HTTPTypes

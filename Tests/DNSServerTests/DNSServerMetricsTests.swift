@@ -4,8 +4,8 @@ import Testing
 
 @testable import DNSServer
 
-/// The front ends count their events into swift-metrics where they happen (`DNSServerMetrics`),
-/// read here with `TestMetrics`; the status page's `DNSServerStats` count the same events.
+/// The front ends count each event once where it happens (`DNSServerCounters`); the metric,
+/// read here with `TestMetrics`, and the status page's `DNSServerStats` show the same count.
 @Suite struct DNSServerMetricsTests {
     func value(_ metrics: TestMetrics, _ label: String, _ dimensions: [(String, String)]) throws -> Int64 {
         try metrics.expectCounter(label, dimensions).totalValue
@@ -13,7 +13,7 @@ import Testing
 
     @Test func everyCounterExistsAtZero() throws {
         let metrics = TestMetrics()
-        _ = DNSServerMetrics(factory: metrics)
+        _ = DNSServerCounters(exportingTo: metrics)
         for transport in ["udp", "tcp"] {
             #expect(try value(metrics, "dns_queries_received_total", [("transport", transport)]) == 0)
         }
@@ -24,7 +24,7 @@ import Testing
 
     @Test func udpQueriesAreCounted() throws {
         let metrics = TestMetrics()
-        let h = try UDPDNSHandlerTests.Harness(counters: DNSServerCounters(metrics: DNSServerMetrics(factory: metrics)))
+        let h = try UDPDNSHandlerTests.Harness(counters: DNSServerCounters(exportingTo: metrics))
         try h.send([FakeResponder.fast, 1, 2, 3])
         try h.send([FakeResponder.fast, 4, 5, 6])
         #expect(try value(metrics, "dns_queries_received_total", [("transport", "udp")]) == 2)
@@ -33,7 +33,7 @@ import Testing
 
     @Test func tcpConnectionsAndQueriesAreCounted() throws {
         let metrics = TestMetrics()
-        let counters = DNSServerCounters(metrics: DNSServerMetrics(factory: metrics))
+        let counters = DNSServerCounters(exportingTo: metrics)
         let registry = TCPConnectionRegistry(maxTotal: 1, maxPerClient: 10)
         let open = try TCPHarness(counters: counters, registry: registry)
         let refused = try TCPHarness(counters: counters, registry: registry)  // over the limit
@@ -43,7 +43,7 @@ import Testing
         #expect(try value(metrics, "dns_tcp_connections_total", [("event", "closed_limit")]) == 1)
         open.advance(seconds: 10)  // the idle timeout
         #expect(try value(metrics, "dns_tcp_connections_total", [("event", "closed_idle")]) == 1)
-        #expect(counters.snapshot().tcpClosedIdle == 1 && counters.snapshot().tcpClosedLimit == 1)
+        #expect(counters.snapshot().tcp.closedIdle == 1 && counters.snapshot().tcp.closedLimit == 1)
         for harness in [open, refused] { harness.finish() }
     }
 }

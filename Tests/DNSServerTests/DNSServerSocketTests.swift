@@ -93,7 +93,7 @@ func withServer(
             #expect(answers == [queries[1], queries[2], queries[0]].map(FakeResponder.answer(for:)))
             #expect(server.stats().tcpQueriesReceived == 3)
             #expect(server.stats().tcpAnswersSent == 3)
-            #expect(server.stats().tcpConnectionsAccepted == 1)
+            #expect(server.stats().tcp.accepted == 1)
         }
     }
 
@@ -152,7 +152,7 @@ func withServer(
             #expect(ended, "the server closes the connection after answering")
         }
         finalStats = serverRef?.stats()
-        #expect(finalStats?.tcpConnectionsOpen == 0)
+        #expect(finalStats?.tcp.open == 0)
         #expect(finalStats?.tcpAnswersSent == 1)
     }
 

@@ -68,7 +68,7 @@ final class FakeSessionResponder: DNSSessionResponder, Sendable {
         #expect(unframe(written).last?.prefix(2) == [0, 99])
         #expect(!channel.isActive)
         #expect(session.log.withLock { $0 }.suffix(2) == ["shutdown", "closed"])
-        #expect(counters.snapshot().tcpClosedShutdown == 1)
+        #expect(counters.snapshot().tcp.closedShutdown == 1)
         _ = try? channel.finish()
     }
 }

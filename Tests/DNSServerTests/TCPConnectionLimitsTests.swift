@@ -41,7 +41,7 @@ import Testing
         #expect(try h.answers().count == 1)
         h.advance(seconds: 0)
         #expect(!h.isOpen, "told 0, the connection closes as soon as it is idle")
-        #expect(counters.snapshot().tcpClosedIdle == 1)
+        #expect(counters.snapshot().tcp.closedIdle == 1)
         #expect(!registry.isShortOfConnections)
         // The others, which sent nothing, keep their normal idle timeout.
         #expect(others.allSatisfy { $0.isOpen })
@@ -99,7 +99,7 @@ import Testing
         #expect(inSubnet.map { $0.isOpen } == [true, true, true, false])
         #expect(elsewhere.allSatisfy { $0.isOpen }, "2001:db8:0:100::/56 is another subnet")
         #expect(!sameV6Subnet.isOpen, "a fourth address in 2001:db8::/56")
-        #expect(counters.snapshot().tcpClosedLimit == 2)
+        #expect(counters.snapshot().tcp.closedLimit == 2)
         // A slot freed in the subnet admits the next address there.
         inSubnet[0].finish()
         let next = try connect("192.0.2.200")
@@ -136,7 +136,7 @@ import Testing
         #expect(h.responder.complete(tag: 9))
         #expect(try h.answers().count == 4)
         #expect(!h.isOpen)
-        #expect(h.counters.snapshot().tcpClosedLifetime == 1)
+        #expect(h.counters.snapshot().tcp.closedLifetime == 1)
     }
 
     @Test func withoutALifetimeABusyConnectionStaysOpen() throws {

@@ -192,8 +192,8 @@ final class TCPHarness {
         #expect(try h.channel.readOutbound(as: ByteBuffer.self) == nil)
         let stats = h.counters.snapshot()
         #expect(stats.tcpAnswersSent == 0)
-        #expect(stats.tcpClosedClient == 1)
-        #expect(stats.tcpConnectionsOpen == 0)
+        #expect(stats.tcp.closedClient == 1)
+        #expect(stats.tcp.open == 0)
         #expect(h.registry.count == 0)
     }
 
@@ -209,7 +209,7 @@ final class TCPHarness {
         #expect(h.responder.complete(tag: 1))
         #expect(!h.isOpen)
         #expect(try h.answers() == [[0xAA, FakeResponder.slow, 2], [0xAA, FakeResponder.slow, 1]])
-        #expect(h.counters.snapshot().tcpClosedClient == 1)
+        #expect(h.counters.snapshot().tcp.closedClient == 1)
     }
 
     @Test func halfCloseWithNothingInFlightClosesAtOnce() throws {
@@ -230,7 +230,7 @@ final class TCPHarness {
         #expect(h.responder.complete(tag: 1))
         #expect(!h.isOpen)
         #expect(try h.answers().count == 1)
-        #expect(h.counters.snapshot().tcpClosedShutdown == 1)
+        #expect(h.counters.snapshot().tcp.closedShutdown == 1)
     }
 
     @Test func idleConnectionIsClosedAtTimeout() throws {
@@ -240,7 +240,7 @@ final class TCPHarness {
         #expect(h.isOpen)
         h.advance(seconds: 1)
         #expect(!h.isOpen)
-        #expect(h.counters.snapshot().tcpClosedIdle == 1)
+        #expect(h.counters.snapshot().tcp.closedIdle == 1)
     }
 
     @Test func completeMessageRestartsIdleTimer() throws {
@@ -267,7 +267,7 @@ final class TCPHarness {
         h.advance(seconds: 2)
         #expect(!h.isOpen, "a 1-byte drip is closed at the idle timeout")
         #expect(h.responder.receivedQueries.isEmpty)
-        #expect(h.counters.snapshot().tcpClosedIdle == 1)
+        #expect(h.counters.snapshot().tcp.closedIdle == 1)
     }
 
     @Test func idleTimerWaitsForQueriesInFlight() throws {
@@ -301,18 +301,18 @@ final class TCPHarness {
         #expect(a.isOpen && b.isOpen && other.isOpen)
         #expect(!c.isOpen)
         var stats = counters.snapshot()
-        #expect(stats.tcpConnectionsAccepted == 4)
-        #expect(stats.tcpConnectionsOpen == 3)
-        #expect(stats.tcpClosedLimit == 1)
+        #expect(stats.tcp.accepted == 4)
+        #expect(stats.tcp.open == 3)
+        #expect(stats.tcp.closedLimit == 1)
         #expect(registry.count == 3)
 
         a.finish()
         let d = try TCPHarness(configuration: config, counters: counters, registry: registry)
         #expect(d.isOpen)
         stats = counters.snapshot()
-        #expect(stats.tcpConnectionsOpen == 3)
+        #expect(stats.tcp.open == 3)
         for harness in [b, c, d, other] { harness.finish() }
-        #expect(counters.snapshot().tcpConnectionsOpen == 0)
+        #expect(counters.snapshot().tcp.open == 0)
         #expect(registry.count == 0)
     }
 
@@ -327,6 +327,6 @@ final class TCPHarness {
         }
         #expect(a.isOpen)
         #expect(!b.isOpen)
-        #expect(counters.snapshot().tcpClosedLimit == 1)
+        #expect(counters.snapshot().tcp.closedLimit == 1)
     }
 }

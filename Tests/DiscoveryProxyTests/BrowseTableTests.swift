@@ -89,7 +89,7 @@ struct BrowseTableTests {
         }
         // Burst 2, 1 per second, negative timeout 0.8 s: two now, the third would wait ~1 s.
         #expect(delays[0] == .zero && delays[1] == .zero && delays[2] == nil && delays[3] == nil)
-        #expect(table.counters.rateLimited == 2 && table.browses.count == 2)
+        #expect(table.metrics.total("mdns_queries_rate_limited_total") == 2 && table.browses.count == 2)
     }
 
     @Test("at maxBrowses an idle browse makes room, and its handle comes back to be cancelled")

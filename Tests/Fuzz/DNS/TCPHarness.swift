@@ -125,7 +125,7 @@ enum TCPHarness {
             step()
             guard !channel.isActive else { fatalError("still open after the idle timeout") }
         }
-        guard registry.count == 0, counters.snapshot().tcpConnectionsOpen == 0 else {
+        guard registry.count == 0, counters.snapshot().tcp.open == 0 else {
             fatalError("a closed connection is still counted open")
         }
     }
