@@ -21,17 +21,25 @@ public final class TLSDNSServer: Service, Sendable {
         /// PEM files: the certificate chain (leaf first) and its private key.
         public var certificateFile: String
         public var privateKeyFile: String
-        /// Before its first DSO message a connection is an RFC 7766 connection with this idle timeout.
-        public var idleTimeout: Duration = .seconds(10)
-        public var maxConnections = 1100
-        public var maxConnectionsPerClient = 1100
+        /// Before its first DSO message a connection is an RFC 7766 connection with this idle
+        /// timeout and these connection limits; the composition derives them from the DNS
+        /// listener's and the Push sessions' settings, so they have no defaults of their own.
+        public var idleTimeout: Duration
+        public var maxConnections: Int
+        public var maxConnectionsPerClient: Int
         /// On graceful shutdown, how long sessions may take to close: each is sent a Retry
         /// Delay and has 5 s to close before it is reset (RFC 8490 §6.6.1), plus a second for
         /// the reset to go out.
         public var shutdownGracePeriod: Duration = .seconds(6)
 
-        public init(listenAddresses: [DNSServerConfiguration.ListenAddress], certificateFile: String, privateKeyFile: String) {
+        public init(
+            listenAddresses: [DNSServerConfiguration.ListenAddress], certificateFile: String, privateKeyFile: String,
+            idleTimeout: Duration, maxConnections: Int, maxConnectionsPerClient: Int
+        ) {
             self.listenAddresses = listenAddresses
+            self.idleTimeout = idleTimeout
+            self.maxConnections = maxConnections
+            self.maxConnectionsPerClient = maxConnectionsPerClient
             self.certificateFile = certificateFile
             self.privateKeyFile = privateKeyFile
         }

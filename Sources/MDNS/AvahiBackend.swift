@@ -74,6 +74,12 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
         var clients = 0
     }
 
+    /// Below avahi-daemon's default `objects-per-client-max` (1024), with room for the
+    /// connection's own objects.
+    public static let defaultClientObjectLimit = 900
+    /// Browsers over all connections by default.
+    public static let defaultTotalObjectBudget = 8192
+
     /// Starts the poll thread and connects to avahi-daemon in the background. Does not fail when
     /// the daemon (or D-Bus) is not there yet; `state` is `.connecting` (`.failed` without D-Bus)
     /// until it is.
@@ -83,7 +89,9 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     ///     `objects-per-client-max` (1024 by default).
     ///   - totalObjectBudget: browsers over all connections; beyond it `startQuery` throws
     ///     `.budgetExhausted`.
-    public init(logger: Logger, clientObjectLimit: Int = 900, totalObjectBudget: Int = 8192) throws(MDNSError) {
+    public init(
+        logger: Logger, clientObjectLimit: Int = defaultClientObjectLimit, totalObjectBudget: Int = defaultTotalObjectBudget
+    ) throws(MDNSError) {
         precondition(clientObjectLimit > 0 && totalObjectBudget > 0, "AvahiBackend limits must be positive")
         guard let poll = avahi_threaded_poll_new() else {
             throw .daemon("cannot create the avahi threaded poll")

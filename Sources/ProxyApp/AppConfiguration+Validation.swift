@@ -240,36 +240,6 @@ extension AppConfiguration {
         return prefixes
     }
 
-    /// The pure proxy's view, with subnets detected from the interfaces where not configured.
-    public func proxyConfiguration(interfaces: InterfaceTable) -> ProxyConfiguration {
-        let links = self.links.map { spec in
-            Link(interface: spec.interface, zone: spec.domain,
-                subnets: (spec.subnets ?? interfaces.prefixes[spec.interface] ?? []).filter { !$0.isLinkLocal },
-                services: spec.services, realm: spec.realm, hostZone: spec.hostZone, clients: spec.clients,
-                nameServers: spec.nameServers, announce: spec.announce)
-        }
-        var config = ProxyConfiguration(links: links, serverName: effectiveServerName, hostmaster: hostmaster)
-        config.nameServers = nameServers
-        config.negativeTimeout = .milliseconds(Int(negativeTimeoutSeconds * 1000))
-        config.collectionWindow = .milliseconds(collectionWindowMilliseconds)
-        config.browseIdleTimeout = .milliseconds(Int(browseIdleTimeoutSeconds * 1000))
-        config.suppressLinkLocal = suppressLinkLocal
-        config.mdnsQueriesPerSecond = mdnsQueriesPerSecond
-        config.mdnsQueryBurst = mdnsQueryBurst
-        config.mdnsAnnouncePacing = AnnouncementPacing(packetsPerSecond: mdnsAnnounceRate, burst: mdnsAnnounceBurst)
-        config.maxUDPPayload = maxUDPPayload
-        config.optimisticAnswers = optimisticAnswers
-        config.optimisticMaxStaleness = .milliseconds(Int(optimisticMaxStalenessSeconds * 1000))
-        config.inventoryInterval =
-            inventoryIntervalSeconds > 0 ? .milliseconds(Int(inventoryIntervalSeconds * 1000)) : nil
-        config.inventoryMaxTypes = inventoryMaxTypes
-        config.allowedClients = effectiveAllowedClients(interfaces: interfaces)
-        config.privateRealms = privateRealms
-        config.push = push.advertisement(interfaces: interfaces, links: links.map(\.interface))
-        config.maxBrowses = maxBrowses
-        return config
-    }
-
     /// The effective configuration as YAML, for `--check-config`; it loads back as the same.
     public func render(interfaces: InterfaceTable) -> String {
         var lines = ["# effective configuration"]

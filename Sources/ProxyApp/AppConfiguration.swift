@@ -56,10 +56,7 @@ public struct AppConfiguration: Sendable, Equatable {
     private static let server = DNSServerConfiguration()
 
     public var links: [LinkSpec] = []
-    /// IPv6 first: the order `--check-config` prints and the listeners bind in.
-    public var listen: [ListenAddress] = [
-        ListenAddress(host: "::", port: 53), ListenAddress(host: "0.0.0.0", port: 53),
-    ]
+    public var listen = server.listenAddresses
     /// NS target and SOA MNAME; nil means this host's name.
     public var serverName: DNSName?
     /// Every discovery proxy of the link zones, this one included (RFC 8766 §6.2); empty:
@@ -107,8 +104,8 @@ public struct AppConfiguration: Sendable, Equatable {
     /// DNS Push over DSO (RFC 8765, RFC 8490).
     public var push = PushSettings()
 
-    public var avahiObjectsPerClient = 900
-    public var avahiObjectBudget = 8192
+    public var avahiObjectsPerClient = AvahiBackend.defaultClientObjectLimit
+    public var avahiObjectBudget = AvahiBackend.defaultTotalObjectBudget
 
     /// Live browses at most (each one avahi record browser); see `BrowseLimit`.
     public var maxBrowses = proxy.maxBrowses

@@ -87,17 +87,7 @@ public struct ProxyApplication: Sendable {
         }
 
         ResourceLimits.raiseOpenFiles(forConnections: configuration.tcpMaxConnections, logger: logger)
-        var serverConfiguration = DNSServerConfiguration(listenAddresses: configuration.listen)
-        serverConfiguration.tcpIdleTimeout = .milliseconds(Int(configuration.tcpIdleTimeoutSeconds * 1000))
-        serverConfiguration.maxTCPConnections = configuration.tcpMaxConnections
-        serverConfiguration.maxTCPConnectionsPerClient = configuration.tcpMaxConnectionsPerClient
-        serverConfiguration.maxTCPConnectionsPerSubnet = configuration.tcpMaxConnectionsPerSubnet
-        if configuration.tcpMaxConnectionLifetimeSeconds > 0 {
-            serverConfiguration.tcpMaxConnectionLifetime = .milliseconds(
-                Int(configuration.tcpMaxConnectionLifetimeSeconds * 1000))
-        }
-        serverConfiguration.maxInFlightPerConnection = configuration.tcpMaxInFlightPerConnection
-        serverConfiguration.replayAnswers = configuration.replayAnswers
+        let serverConfiguration = configuration.serverConfiguration
         var responder: any DNSResponder = ProxyResponder(proxy: proxy)
         if configuration.rateLimit.isEnabled {
             responder = RateLimitedResponder(responder, limiter: ResponseRateLimiter(configuration.rateLimit))
@@ -109,7 +99,7 @@ public struct ProxyApplication: Sendable {
                     "rrl.slip": "\(configuration.rateLimit.slip)",
                 ])
         }
-        let push = PushService(proxy: proxy, configuration: configuration.push.pushConfiguration, logger: logger)
+        let push = PushService(proxy: proxy, configuration: configuration.pushConfiguration, logger: logger)
         defer { push.shutdown() }
         let sessions = SessionResponder(queries: responder, push: push)
         // --user: every listener binds as root first, then the process becomes that user.
@@ -146,7 +136,7 @@ public struct ProxyApplication: Sendable {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: server), .init(service: ReloadOnHangup(reloader: reloader)),
             .init(service: InterfaceWatcher(
-                reloader: reloader, interval: .milliseconds(Int(configuration.interfaceCheckSeconds * 1000)),
+                reloader: reloader, interval: .configured(seconds: configuration.interfaceCheckSeconds),
                 logger: logger)),
         ]
         if let tls = try makePushListener(
@@ -218,12 +208,8 @@ public struct ProxyApplication: Sendable {
         } catch {
             throw StartupError("\(error)")
         }
-        var tls = TLSDNSServer.Configuration(
-            listenAddresses: settings.listen, certificateFile: identity.certificateFile,
-            privateKeyFile: identity.privateKeyFile)
-        tls.idleTimeout = .milliseconds(Int(configuration.tcpIdleTimeoutSeconds * 1000))
-        tls.maxConnections = settings.maxSessions + 64
-        tls.maxConnectionsPerClient = settings.maxSessions + 64
+        let tls = configuration.pushListenerConfiguration(
+            certificateFile: identity.certificateFile, privateKeyFile: identity.privateKeyFile)
         return TLSDNSServer(configuration: tls, responder: responder, logger: logger, onBound: { _ in onBound() })
     }
 

@@ -42,15 +42,6 @@ public struct PushSettings: Sendable, Equatable {
         return nil
     }
 
-    var pushConfiguration: PushConfiguration {
-        var configuration = PushConfiguration()
-        configuration.maxSessions = maxSessions
-        configuration.maxSubscriptionsPerSession = maxSubscriptionsPerSession
-        configuration.inactivityTimeout = .milliseconds(Int(inactivityTimeoutSeconds * 1000))
-        configuration.keepaliveInterval = .milliseconds(Int(keepaliveIntervalSeconds * 1000))
-        return configuration
-    }
-
     /// What `_dns-push-tls._tcp` answers: the first TLS port, and the addresses of the name.
     func advertisement(interfaces: InterfaceTable, links: [String]) -> PushAdvertisement? {
         guard let first = listen.first else { return nil }

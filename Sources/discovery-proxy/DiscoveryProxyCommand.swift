@@ -8,6 +8,14 @@ import Prometheus
 import ProxyApp
 import Synchronization
 
+/// The defaults the help text names, read from the types that own them.
+private let defaults = AppConfiguration()
+
+/// A number of seconds as the help text writes it: 120, 0.8.
+private func number(_ value: Double) -> String {
+    value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(value)
+}
+
 @main
 struct DiscoveryProxyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -26,7 +34,7 @@ struct DiscoveryProxyCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Serve the link on IFACE as zone DOMAIN (repeatable).", valueName: "IFACE=DOMAIN"))
     var link: [String] = []
 
-    @Option(name: .long, help: ArgumentHelp("Serve DNS on UDP and TCP at this address (repeatable; IPv6 as [::]:53). Default [::]:53 and 0.0.0.0:53.", valueName: "ADDR:PORT"))
+    @Option(name: .long, help: ArgumentHelp("Serve DNS on UDP and TCP at this address (repeatable; IPv6 as [::]:53). Default \(defaults.listen.map { "\($0)" }.joined(separator: " and ")).", valueName: "ADDR:PORT"))
     var listen: [String] = []
 
     @Option(name: .long, help: "The proxy's own host name, used as NS target and SOA MNAME (default: this host's name).")
@@ -38,19 +46,19 @@ struct DiscoveryProxyCommand: ParsableCommand {
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String?
 
-    @Option(name: .long, parsing: .unconditional, help: "Seconds before a query that mDNS does not answer gets NOERROR/no data (default 0.8; RFC 8766 says 6, longer than resolvers wait).")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds before a query that mDNS does not answer gets NOERROR/no data (default \(number(defaults.negativeTimeoutSeconds)); RFC 8766 says 6, longer than resolvers wait).")
     var negativeTimeout: Double?
 
-    @Option(name: .long, parsing: .unconditional, help: "Milliseconds to collect further mDNS results after the first one (default 50).")
+    @Option(name: .long, parsing: .unconditional, help: "Milliseconds to collect further mDNS results after the first one (default \(defaults.collectionWindowMilliseconds)).")
     var collectionWindowMs: Int?
 
-    @Option(name: .long, parsing: .unconditional, help: "Seconds an mDNS browse is kept after the last query that used it (default 120).")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds an mDNS browse is kept after the last query that used it (default \(number(defaults.browseIdleTimeoutSeconds))).")
     var browseIdleTimeout: Double?
 
-    @Option(name: .long, help: "Suppress 169.254/16 and fe80::/10 addresses in answers: true or false (default true).")
+    @Option(name: .long, help: "Suppress 169.254/16 and fe80::/10 addresses in answers: true or false (default \(defaults.suppressLinkLocal)).")
     var suppressLinkLocal: Bool?
 
-    @Option(name: .long, help: ArgumentHelp("Admin HTTP endpoint (metrics, health, status page), or off. Default 127.0.0.1:8053.", valueName: "ADDR:PORT"))
+    @Option(name: .long, help: ArgumentHelp("Admin HTTP endpoint (metrics, health, status page), or off. Default \(defaults.admin.map { "\($0)" } ?? "off").", valueName: "ADDR:PORT"))
     var admin: String?
 
     @Option(name: .long, help: ArgumentHelp("Serve DNS Push (RFC 8765) over TLS at this address (repeatable; port 853 when omitted).", valueName: "ADDR[:PORT]"))
@@ -62,13 +70,13 @@ struct DiscoveryProxyCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("PEM private key matching --tls-cert.", valueName: "FILE"))
     var tlsKey: String?
 
-    @Option(name: .long, help: ArgumentHelp("Where state is kept, such as the self-signed certificate (default /var/lib/discovery-proxy).", valueName: "DIR"))
+    @Option(name: .long, help: ArgumentHelp("Where state is kept, such as the self-signed certificate (default \(defaults.push.stateDirectory)).", valueName: "DIR"))
     var stateDir: String?
 
-    @Option(name: .long, parsing: .unconditional, help: "Concurrent DNS Push sessions; more get a Retry Delay (default 1000).")
+    @Option(name: .long, parsing: .unconditional, help: "Concurrent DNS Push sessions; more get a Retry Delay (default \(defaults.push.maxSessions)).")
     var pushMaxSessions: Int?
 
-    @Option(name: .long, parsing: .unconditional, help: "Seconds between the link inventories shown on the status page, 0 for none (default 60).")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds between the link inventories shown on the status page, 0 for none (default \(number(defaults.inventoryIntervalSeconds))).")
     var inventoryInterval: Double?
 
     @Option(name: .long, help: ArgumentHelp("After binding every socket (port 53 needs root or CAP_NET_BIND_SERVICE), run as this user.", valueName: "NAME"))

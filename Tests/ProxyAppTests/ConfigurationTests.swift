@@ -14,6 +14,24 @@ struct ConfigurationTests {
         "eth2": [IPPrefix("198.51.100.1/24")!],
     ])
 
+    @Test("settings in seconds become runtime durations in one place, to the millisecond")
+    func runtimeSettings() throws {
+        var config = AppConfiguration()
+        config.links = [AppConfiguration.LinkSpec(interface: "eth1", domain: try DNSName("lab1.example."))]
+        config.negativeTimeoutSeconds = 0.57  // 569.99… ms as a Double: rounded, not truncated
+        config.tcpIdleTimeoutSeconds = 2.5
+        config.push.keepaliveIntervalSeconds = 0.29
+        #expect(config.proxyConfiguration(interfaces: interfaces).negativeTimeout == .milliseconds(570))
+        #expect(config.serverConfiguration.tcpIdleTimeout == .milliseconds(2500))
+        #expect(config.serverConfiguration.listenAddresses == config.listen)
+        #expect(config.pushConfiguration.keepaliveInterval == .milliseconds(290))
+        let tls = config.pushListenerConfiguration(certificateFile: "c", privateKeyFile: "k")
+        #expect(tls.idleTimeout == .milliseconds(2500) && tls.maxConnections == config.push.maxSessions + 64)
+        // Defaults are the owners': the listeners', avahi's.
+        #expect(AppConfiguration().listen == DNSServerConfiguration.defaultListenAddresses)
+        #expect(AppConfiguration().avahiObjectsPerClient == AvahiBackend.defaultClientObjectLimit)
+    }
+
     @Test("the shipped example file parses and, with a link, validates")
     func exampleFile() throws {
         let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
