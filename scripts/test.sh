@@ -42,6 +42,9 @@ swift build --scratch-path "$SCRATCH"
 echo "=== manual pages (scripts/man.sh --check)"
 man_rc=0
 bash scripts/man.sh --check || man_rc=$?
+echo "=== docs/ARCHITECTURE.md names only what exists (scripts/check-architecture.py)"
+arch_rc=0
+python3 scripts/check-architecture.py || arch_rc=$?
 # The Debian package, built as a user would (dpkg-buildpackage) but in debug mode (noopt,
 # about half the time of a release build) in .build-deb (debian/rules: a static build must
 # not share a scratch path with the dynamic one), checked by lintian, then installed, run in the lab
@@ -81,8 +84,8 @@ bench_rc=0
 bench_json="$(mktemp /tmp/bench-smoke-XXXXXX.json)"
 bash scripts/bench.sh --smoke --proxy-bin "$DISCOVERY_PROXY_BIN" --json "$bench_json" || bench_rc=$?
 rm -f "$bench_json"
-if [ "$man_rc" -ne 0 ] || [ "$deb_rc" -ne 0 ] || [ "$unit_rc" -ne 0 ] || [ "$it_rc" -ne 0 ] || [ "$soak_rc" -ne 0 ] || [ "$bench_rc" -ne 0 ]; then
-    echo "FAILED: manual pages exit $man_rc, Debian package exit $deb_rc, swift test exit $unit_rc, integration tests exit $it_rc, soak exit $soak_rc, benchmark smoke exit $bench_rc" >&2
+if [ "$man_rc" -ne 0 ] || [ "$arch_rc" -ne 0 ] || [ "$deb_rc" -ne 0 ] || [ "$unit_rc" -ne 0 ] || [ "$it_rc" -ne 0 ] || [ "$soak_rc" -ne 0 ] || [ "$bench_rc" -ne 0 ]; then
+    echo "FAILED: manual pages exit $man_rc, architecture check exit $arch_rc, Debian package exit $deb_rc, swift test exit $unit_rc, integration tests exit $it_rc, soak exit $soak_rc, benchmark smoke exit $bench_rc" >&2
     exit 1
 fi
 echo "all tests passed"
