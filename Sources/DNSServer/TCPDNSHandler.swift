@@ -272,10 +272,11 @@ final class TCPDNSHandler: ChannelDuplexHandler {
         context.write(Self.wrapOutboundOut(buffer), promise: promise)
         self.lastWrite = promise.futureResult
         self.needsFlush = true
+        // Counted before the flush, so that a client holding the answer finds it counted.
+        self.counters.tcpAnswersSent.add(1, ordering: .relaxed)
         if !self.inReadBurst {
             self.flushIfNeeded(context: context)
         }
-        self.counters.tcpAnswersSent.add(1, ordering: .relaxed)
     }
 
     /// After queries were dispatched or answered: close a draining connection that is done,

@@ -59,6 +59,52 @@ struct BrowseTableTests {
         #expect(table.counters.cacheHits == 1 && table.counters.cacheMisses == 2)
     }
 
+    struct NoTimer: ProxyTimer {
+        func cancel() {}
+    }
+
+    @Test("a browse's one timer: the waiters' negative deadline, then the window's end; gone once they are answered")
+    func wakeups() throws {
+        var table = BrowseTable()
+        var scheduled: [Duration] = []
+        let schedule = { (at: Duration, _: UInt32) -> any ProxyTimer in
+            scheduled.append(at)
+            return NoTimer()
+        }
+        guard case .wait(_, let deadline, let start?) = lookup(&table, key, at: 0) else {
+            Issue.record("first query should start a browse")
+            return
+        }
+        #expect(table.rearm(key, schedule: schedule) == nil)
+        _ = lookup(&table, key, at: 0)
+        #expect(table.rearm(key, schedule: schedule) == nil)
+        #expect(scheduled == [deadline], "one timer for both waiters")
+        #expect(table.wake(key, generation: start.generation, now: .milliseconds(10)).expired.isEmpty, "nothing due yet")
+        _ = table.receive(
+            .added(instance), for: key, generation: start.generation, now: .milliseconds(100),
+            collectionWindow: .milliseconds(50))
+        #expect(table.rearm(key, schedule: schedule) != nil, "the deadline's timer is replaced")
+        #expect(scheduled == [deadline, .milliseconds(150)])
+        let woken = table.wake(key, generation: start.generation, now: .milliseconds(150))
+        #expect(woken.flushed.count == 2 && woken.expired.isEmpty && woken.snapshot.answers.count == 1)
+        #expect(table.rearm(key, schedule: schedule) == nil && table.wakeups[key] == nil)
+    }
+
+    @Test("at the negative deadline the waiters get what is known, and an empty answer is counted")
+    func negativeDeadline() throws {
+        var table = BrowseTable()
+        guard case .wait(_, let deadline, let start?) = lookup(&table, key, at: 0) else { return }
+        _ = table.rearm(key) { _, _ in NoTimer() }
+        let woken = table.wake(key, generation: start.generation, now: deadline)
+        #expect(woken.expired.count == 1 && woken.flushed.isEmpty && woken.snapshot.answers.isEmpty)
+        #expect(table.counters.negativeTimeouts == 1 && table.browses[key]?.waiters.isEmpty == true)
+        // A browse closed while a query waits leaves its timer to be cancelled.
+        let other = BrowseKey(interface: "eth1", name: try DNSName("_http._tcp.local."), type: .ptr)
+        _ = lookup(&table, other, at: 1)
+        _ = table.rearm(other) { _, _ in NoTimer() }
+        #expect(table.close().count == 2 && table.takeOrphanedWakeups().count == 1 && table.wakeups.isEmpty)
+    }
+
     @Test("events of an older browse of the same question are dropped")
     func staleGeneration() {
         var table = BrowseTable()
@@ -103,8 +149,8 @@ struct BrowseTableTests {
             Issue.record("every browse has a waiter: none may go")
             return
         }
-        _ = table.expire(key, waiterID: 0, now: .seconds(1))
-        _ = table.expire(other, waiterID: 1, now: .seconds(1))
+        _ = table.wake(key, generation: table.browses[key]!.generation, now: .seconds(1))
+        _ = table.wake(other, generation: table.browses[other]!.generation, now: .seconds(1))
         guard case .wait(_, _, let start?) = lookup(&table, third, at: 40) else {
             Issue.record("an idle browse should make room")
             return

@@ -29,6 +29,26 @@ struct DiscoveryProxyTests {
         #expect(reply.calls == 1)
     }
 
+    @Test("a waiting browse holds one timer, moved to the window's end by the first result and gone once answered")
+    func oneTimerPerWaitingBrowse() throws {
+        let h = Harness()
+        let idle = h.clock.pendingTimers  // the sweep's
+        let first = h.ask("_ipp._tcp.lab1.example.", .ptr)
+        let second = h.ask("_ipp._tcp.lab1.example.", .ptr, id: 43)
+        #expect(h.clock.pendingTimers == idle + 1, "one timer for the browse, not one per query")
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(instance))
+        #expect(h.clock.pendingTimers == idle + 1, "the negative deadline's timer replaced by the window's")
+        h.clock.advance(by: .milliseconds(50))
+        #expect(first.message?.answers.count == 1 && second.message?.answers.count == 1)
+        #expect(h.clock.pendingTimers == idle)
+        // Answered at once by "all for now": the timer is cancelled, not left to fire.
+        let other = h.ask("_http._tcp.lab1.example.", .ptr)
+        #expect(h.clock.pendingTimers == idle + 1)
+        h.backend.add("_http._tcp.local.", .ptr, .ptr(try DNSName("Web._http._tcp.local.")))
+        h.backend.emit(.allForNow, name: "_http._tcp.local.", type: .ptr)
+        #expect(other.message?.answers.count == 1 && h.clock.pendingTimers == idle)
+    }
+
     @Test("a repeat is a cache hit: answered at once, no new mDNS query (§5.6)")
     func cacheHit() throws {
         let h = Harness()

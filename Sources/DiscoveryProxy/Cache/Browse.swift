@@ -155,8 +155,6 @@ struct Browse: Sendable {
     var generation: UInt32
     /// Arrival order of the next record (wraps after 2^31 records in one browse).
     private var nextOrderValue: Int32 = 0
-    /// A collection-window flush is scheduled.
-    var flushArmed = false
     /// mDNS has delivered results since the query (re)started: from now on the record set is
     /// the truth, even when removals have emptied it.
     var hasResults = false

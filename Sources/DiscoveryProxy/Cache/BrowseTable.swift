@@ -18,6 +18,8 @@ struct BrowseTable: Sendable {
     /// After `close`, no browse starts.
     private(set) var isClosed = false
     var counters = BrowseCounters()
+    /// The timer of each browse that has waiters (`Wakeup`).
+    private(set) var wakeups: [BrowseKey: Wakeup] = [:]
     /// Where the events with a metric of their own are counted (`mdns_queries_rate_limited_total`).
     let metrics: ProxyMetrics
 
@@ -157,6 +159,8 @@ struct BrowseTable: Sendable {
     }
 
     /// What to do after an mDNS event.
+    /// What the proxy does next: nothing, answer the waiters now, or `rearm` the browse's
+    /// timer for the collection window just opened.
     enum Follow { case none, flushNow, armWindow }
 
     /// How an mDNS event changed a browse.
@@ -206,9 +210,13 @@ struct BrowseTable: Sendable {
                 for index in browse.waiters.indices { browse.waiters[index].firstResultAt = now }
             }
             browse.hasResults = true
-            guard !browse.waiters.isEmpty, !browse.flushArmed else { return reception }
-            browse.flushArmed = true
-            reception.follow = collectionWindow == .zero ? .flushNow : .armWindow
+            guard !browse.waiters.isEmpty, wakeups[key]?.flushAt == nil else { return reception }
+            if collectionWindow == .zero {
+                reception.follow = .flushNow
+            } else {
+                wakeups[key, default: Wakeup(generation: generation)].flushAt = now + collectionWindow
+                reception.follow = .armWindow
+            }
         case .removed(let record):
             guard var held = browse.records[record] else { return reception }
             if held.copies > 1 {
@@ -247,23 +255,70 @@ struct BrowseTable: Sendable {
     /// Takes every waiter of browse `generation`, to be answered from what it has now.
     mutating func takeWaiters(of key: BrowseKey, generation: UInt32, now: Duration) -> ([Waiter], Snapshot) {
         guard var browse = browses[key], browse.generation == generation else { return ([], Snapshot()) }
-        browse.flushArmed = false
+        wakeups[key]?.flushAt = nil
         let waiters = browse.waiters
         browse.waiters = []
         browses[key] = browse
         return (waiters, snapshot(for: key, now: now))
     }
 
-    /// The negative timeout of one waiter: takes it, with what its browse knows now.
-    mutating func expire(_ key: BrowseKey, waiterID: Int, now: Duration) -> (Waiter, Snapshot)? {
-        guard var browse = browses[key], let index = browse.waiters.firstIndex(where: { $0.id == waiterID }) else {
-            return nil
+    // MARK: The browse's timer
+
+    /// What a browse's timer found due: every waiter when the collection window has ended
+    /// (`flushed`), else those whose negative deadline has come (`expired`), with what the
+    /// browse knows now.
+    struct Woken {
+        var flushed: [Waiter] = []
+        var expired: [Waiter] = []
+        var snapshot = Snapshot()
+    }
+
+    /// Sets `key`'s timer to when its browse must next wake (the earliest of the window's
+    /// end and the waiters' deadlines): `schedule(at, generation)` makes a timer when that
+    /// time changed. Returns the timer it replaces or drops (nobody waits, or the browse is
+    /// gone), for the caller to cancel.
+    mutating func rearm(
+        _ key: BrowseKey, schedule: (_ at: Duration, _ generation: UInt32) -> any ProxyTimer
+    ) -> (any ProxyTimer)? {
+        guard let browse = browses[key], let deadline = browse.waiters.lazy.map(\.deadline).min() else {
+            return wakeups.removeValue(forKey: key)?.armed?.timer
         }
-        let waiter = browse.waiters.remove(at: index)
+        let old = wakeups[key]
+        var wakeup = old.flatMap { $0.generation == browse.generation ? $0 : nil } ?? Wakeup(generation: browse.generation)
+        let due = wakeup.flushAt.map { min($0, deadline) } ?? deadline
+        if let armed = wakeup.armed, armed.at == due { return nil }
+        wakeup.armed = (due, schedule(due, browse.generation))
+        wakeups[key] = wakeup
+        return old?.armed?.timer
+    }
+
+    /// `key`'s timer has fired for browse `generation`: takes the waiters that are due.
+    mutating func wake(_ key: BrowseKey, generation: UInt32, now: Duration) -> Woken {
+        guard var browse = browses[key], browse.generation == generation else { return Woken() }
+        if let armed = wakeups[key]?.armed, armed.at <= now { wakeups[key]?.armed = nil }
+        var woken = Woken()
+        if let flushAt = wakeups[key]?.flushAt, flushAt <= now {
+            wakeups[key]?.flushAt = nil
+            woken.flushed = browse.waiters
+            browse.waiters = []
+        } else {
+            woken.expired = browse.waiters.filter { $0.deadline <= now }
+            guard !woken.expired.isEmpty else { return woken }
+            browse.waiters.removeAll { $0.deadline <= now }
+        }
         browses[key] = browse
-        let snapshot = snapshot(for: key, now: now)
-        if snapshot.answers.isEmpty { counters.negativeTimeouts += 1 }
-        return (waiter, snapshot)
+        woken.snapshot = snapshot(for: key, now: now)
+        if woken.snapshot.answers.isEmpty { counters.negativeTimeouts += woken.expired.count }
+        return woken
+    }
+
+    /// Forgets the timers of browses that are gone (after `release` or `close`; a single
+    /// browse's goes with `rearm`) and returns them, for the caller to cancel.
+    mutating func takeOrphanedWakeups() -> [any ProxyTimer] {
+        let orphans = wakeups.filter { browses[$0.key]?.generation != $0.value.generation }
+        guard !orphans.isEmpty else { return [] }
+        for key in orphans.keys { wakeups[key] = nil }
+        return orphans.values.compactMap { $0.armed?.timer }
     }
 
     // MARK: Release

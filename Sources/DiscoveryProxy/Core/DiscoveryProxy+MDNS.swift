@@ -27,6 +27,7 @@ extension DiscoveryProxy {
             let waiters = state.withLock { state -> [Waiter] in
                 let waiters = state.table.abandon(key, generation: generation)
                 state.stats.servFail += waiters.count
+                rearm(key, in: &state.table, now: scheduler.now())  // drops its timer
                 return waiters
             }
             invalidateReplays()
@@ -61,6 +62,7 @@ extension DiscoveryProxy {
                 pushes = state.subscriptions.changes(clearing: key)
                 state.subscriptions.forgetWithheld(key)
             }
+            if reception.follow == .armWindow { rearm(key, in: &state.table, now: now) }
             guard !reception.changes.isEmpty, state.subscriptions.count > 0 else { return (reception, pushes) }
             pushes += state.subscriptions.changes(
                 after: reception.changes, of: key, in: state.table, now: now, enabled: configuration.suppressLinkLocal,
@@ -74,17 +76,24 @@ extension DiscoveryProxy {
             logger.debug("mDNS query failed", metadata: ["mdns.question": "\(key)", "mdns.error": "\(why)"])
         }
         switch reception.follow {
-        case .none: break
+        case .none, .armWindow: break  // the window is the browse's timer's (`rearm` above)
         case .flushNow: flush(key, generation: generation)
-        case .armWindow:
-            scheduler.schedule(after: window) { [weak self] in self?.flush(key, generation: generation) }
         }
     }
 
     /// Answers every waiter of a browse from what it has now.
     private func flush(_ key: BrowseKey, generation: UInt32) {
         let now = scheduler.now()
-        let (waiters, snapshot) = state.withLock { $0.table.takeWaiters(of: key, generation: generation, now: now) }
+        let (waiters, snapshot) = state.withLock { state in
+            let taken = state.table.takeWaiters(of: key, generation: generation, now: now)
+            rearm(key, in: &state.table, now: now)
+            return taken
+        }
+        answer(waiters, of: key, from: snapshot, now: now)
+    }
+
+    /// Answers waiters the collection window collected, from what their browse has now.
+    private func answer(_ waiters: [Waiter], of key: BrowseKey, from snapshot: Snapshot, now: Duration) {
         let answers = AnswerBuilder(configuration: configuration)
         for waiter in waiters {
             // Per-query timing, like a connection establishment report: how long mDNS took
@@ -104,12 +113,22 @@ extension DiscoveryProxy {
         }
     }
 
-    /// The negative timeout of one waiter: answer with whatever is known (usually nothing).
-    func expire(_ key: BrowseKey, waiterID: Int) {
+    /// A browse's timer: the collection window has ended (every waiter is answered from what
+    /// the browse has), or negative deadlines have come (those waiters get whatever is known,
+    /// usually nothing). Then the timer is set for what is left.
+    func wake(_ key: BrowseKey, generation: UInt32) {
         let now = scheduler.now()
-        guard let (waiter, snapshot) = state.withLock({ $0.table.expire(key, waiterID: waiterID, now: now) }) else {
-            return
+        let woken = state.withLock { state in
+            let woken = state.table.wake(key, generation: generation, now: now)
+            rearm(key, in: &state.table, now: now)
+            return woken
         }
+        answer(woken.flushed, of: key, from: woken.snapshot, now: now)
+        for waiter in woken.expired { expire(waiter, of: key, from: woken.snapshot) }
+    }
+
+    /// The negative timeout of one waiter: answer with whatever is known (usually nothing).
+    private func expire(_ waiter: Waiter, of key: BrowseKey, from snapshot: Snapshot) {
         let answers = AnswerBuilder(configuration: configuration)
         if snapshot.answers.isEmpty && backend.state != .running {
             // The daemon is away: "nothing found" would be a lie that clients cache. SERVFAIL
@@ -123,5 +142,19 @@ extension DiscoveryProxy {
         output.finish(
             answers.answer(waiter.query, plan: waiter.plan, snapshot: snapshot, for: waiter.context), waiter.context,
             cache: "miss")
+    }
+
+    /// Sets `key`'s browse timer to its next due time (`BrowseTable.rearm`); called under the
+    /// proxy's lock, which scheduling a timer does not take.
+    func rearm(_ key: BrowseKey, in table: inout BrowseTable, now: Duration) {
+        let replaced = table.rearm(key) { at, generation in
+            scheduler.schedule(after: at - now) { [weak self] in self?.wake(key, generation: generation) }
+        }
+        replaced?.cancel()
+    }
+
+    /// Cancels the timers of the browses a reload released or a shutdown closed.
+    func cancelOrphanedWakeups() {
+        for timer in state.withLock({ $0.table.takeOrphanedWakeups() }) { timer.cancel() }
     }
 }

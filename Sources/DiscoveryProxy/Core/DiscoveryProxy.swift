@@ -82,6 +82,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             state.inventoryTimer = nil
             return state.table.close()
         }
+        cancelOrphanedWakeups()
         invalidateReplays()
         browses.forEach { $0.handle?.cancel() }
         let answers = AnswerBuilder(configuration: configuration)
@@ -108,6 +109,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             state.inventory = configuration.inventoryInterval == nil ? [:] : state.inventory.filter { kept.contains($0.key) }
             return state.table.release(keepingLinks: kept)
         }
+        cancelOrphanedWakeups()
         if inventoryWasOff { scheduleFirstInventory() }
         invalidateReplays()  // the zones, filters or ACL may have changed
         let applied = self.catalog
@@ -252,6 +254,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         let step = state.withLock { state -> Step in
             let lookup = state.table.lookup(
                 key, query: query, plan: plan, context: context, now: now, configuration: configuration)
+            if case .wait = lookup { rearm(key, in: &state.table, now: now) }
             guard case .hit = lookup else { return .lookup(lookup) }
             if let memoKey = context.memoKey, let answer = output.memoized(memoKey, id: query.id, epoch: context.epoch) {
                 return .memo(answer)
@@ -286,9 +289,9 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             logger.debug("mDNS rate limit: answering SERVFAIL", metadata: ["mdns.question": "\(key)"])
             count(\.servFail)
             output.finish(answers.failure(query, .servFail), context, cache: "miss")
-        case .lookup(.wait(let waiterID, let deadline, let start)):
+        case .lookup(.wait(_, _, let start)):
+            // The browse's timer (`rearm` above) answers this query at its deadline at the latest.
             if let start { evict(start) }
-            scheduler.schedule(after: deadline - now) { [weak self, key] in self?.expire(key, waiterID: waiterID) }
             if let start { begin(start) }
         }
     }
@@ -333,6 +336,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     /// Cancels the query of a browse released to make room for `start`'s.
     private func evict(_ start: BrowseTable.Start) {
         guard let evicted = start.evicted else { return }
+        let now = scheduler.now()
+        state.withLock { rearm(evicted.key, in: &$0.table, now: now) }  // drops its timer, if any
         evicted.handle?.cancel()
         logger.debug("mDNS query evicted (browse limit)", metadata: ["mdns.question": "\(evicted.key)"])
     }
