@@ -27,8 +27,8 @@ struct BrowseTableTests {
         let query = Message(id: 1, questions: [Question(name: try! DNSName("_ipp._tcp.lab1.example."), type: key.type)])
         let plan = MDNSPlan(link: link, zone: link.zone, localName: key.name, type: key.type)
         let context = QueryContext(
-            started: .seconds(seconds), epoch: 0, replayLifetime: .seconds(1), transport: "udp", qtype: "PTR",
-            limit: 512, respond: { _ in })
+            started: .seconds(seconds), epoch: 0, replayLifetime: .seconds(1), qtype: "PTR", limit: 512,
+            asker: .client(.udp, respond: { _ in }))
         return table.lookup(key, query: query, plan: plan, context: context, now: .seconds(seconds), configuration: configuration)
     }
 
@@ -125,8 +125,8 @@ struct BrowseTableTests {
             let query = Message(id: 1, questions: [Question(name: try! DNSName("x.lab1.example."), type: .a)])
             let plan = MDNSPlan(link: link, zone: link.zone, localName: name.name, type: .a)
             let context = QueryContext(
-                started: .zero, epoch: 0, replayLifetime: .seconds(1), transport: "udp", qtype: "A", limit: 512,
-                respond: { _ in })
+                started: .zero, epoch: 0, replayLifetime: .seconds(1), qtype: "A", limit: 512,
+                asker: .client(.udp, respond: { _ in }))
             switch table.lookup(name, query: query, plan: plan, context: context, now: .zero, configuration: configuration) {
             case .wait(_, _, let start?): delays.append(start.delay)
             case .rateLimited: delays.append(nil)

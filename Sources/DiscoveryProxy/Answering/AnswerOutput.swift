@@ -25,10 +25,13 @@ final class AnswerOutput: Sendable {
     }
 
     /// Encodes and sends `message`; `replay` says whether (and as what) it may be replayed.
-    func finish(_ message: Message, _ context: QueryContext, cache: String, replay: ReplayTicket.Kind? = nil) {
-        if let part = context.part {
-            part(message)
+    func finish(_ message: Message, _ context: QueryContext, cache: CacheOutcome, replay: ReplayTicket.Kind? = nil) {
+        switch context.asker {
+        case .part(let deliver), .proxy(let deliver):
+            deliver(message)
             return
+        case .client:
+            break
         }
         var message = message
         var replay = replay
@@ -57,14 +60,15 @@ final class AnswerOutput: Sendable {
         send(bytes, rcode: rcode, context, cache: cache, replay: replayable)
     }
 
-    /// Sends encoded bytes (nil: nothing) with a replay ticket of kind `replay`, and records
-    /// the answer's metrics.
-    func send(_ bytes: [UInt8]?, rcode: String, _ context: QueryContext, cache: String, replay: ReplayTicket.Kind?) {
-        let counters = metrics.counters(transport: context.transport, qtype: context.qtype, rcode: rcode)
+    /// Sends encoded bytes (nil: nothing) to a client with a replay ticket of kind `replay`,
+    /// and records the answer's metrics.
+    func send(_ bytes: [UInt8]?, rcode: String, _ context: QueryContext, cache: CacheOutcome, replay: ReplayTicket.Kind?) {
+        guard case .client(let transport, let respond) = context.asker else { return }
+        let counters = metrics.counters(transport: transport.rawValue, qtype: context.qtype, rcode: rcode)
         let ticket = replay.map { kind in
             ReplayTicket(epoch: context.epoch, lifetime: context.replayLifetime, kind: kind, counters: counters)
         }
-        context.respond(ProxyReply(bytes: bytes, replay: ticket))
-        metrics.answered(counters, cache: cache, seconds: scheduler.now() - context.started)
+        respond(ProxyReply(bytes: bytes, replay: ticket))
+        metrics.answered(counters, cache: cache.rawValue, seconds: scheduler.now() - context.started)
     }
 }

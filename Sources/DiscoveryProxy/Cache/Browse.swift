@@ -104,43 +104,6 @@ struct Waiter: Sendable {
     var firstResultAt: Duration? = nil
 }
 
-/// What answering a query needs besides the message: where the reply goes, how big it may
-/// be, and what its metrics are labelled with.
-struct QueryContext: Sendable {
-    var started: Duration
-    /// The proxy's epoch when the query arrived, for its `ReplayTicket`.
-    var epoch: UInt64
-    /// How long its answer may be replayed before the proxy is asked again.
-    var replayLifetime: Duration
-    var transport: String
-    var qtype: String
-    var limit: Int
-    var respond: @Sendable (ProxyReply) -> Void
-    /// Set for queries whose hit answer may be shared with other clients (`AnswerMemo`).
-    var memoKey: AnswerMemo.Key? = nil
-    /// The connection's idle timeout, announced in the answer's edns-tcp-keepalive (RFC 7828):
-    /// set when a TCP query asked. Such an answer is for this connection now, so neither
-    /// replayed nor shared.
-    var tcpKeepalive: Duration? = nil
-    /// The client is in another private address realm than the link (`PrivateRealms`): its
-    /// answers leave the link's private addresses out, so they are not shared either.
-    var hidesPrivateAddresses = false
-    /// Set on a part of a composite query (`NSECSynthesis`): the answer goes here as a message,
-    /// neither encoded, sent, nor counted; the composite's own answer is.
-    var part: (@Sendable (Message) -> Void)? = nil
-    /// False for the proxy's own queries (the link inventory): they use the cache like any
-    /// query but are not clients' hits and misses.
-    var isCounted = true
-
-    /// A bounded set of metric label values: the common types by name, the rest as "other".
-    static func label(for type: RRType) -> String {
-        switch type {
-        case .a, .aaaa, .ptr, .srv, .txt, .soa, .ns, .any, .cname, .ds, .nsec: return "\(type)"
-        default: return "other"
-        }
-    }
-}
-
 /// One live mDNS query and what it has found so far: the cache entry of the proxy. Stored
 /// inline in the browse map, one slot per browse, so kept small (72 bytes,
 /// `BrowseStorageTests` checks): times as

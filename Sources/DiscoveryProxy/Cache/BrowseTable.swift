@@ -62,10 +62,10 @@ struct BrowseTable: Sendable {
             browse.lastUsed = now
             if browse.isEstablished(now: now, negativeTimeout: configuration.negativeTimeout) {
                 browses[key] = browse
-                if context.isCounted { counters.cacheHits += 1 }
+                if context.asker.isClient { counters.cacheHits += 1 }
                 return .hit
             }
-            if context.isCounted { counters.cacheMisses += 1 }
+            if context.asker.isClient { counters.cacheMisses += 1 }
             let deadline = browse.deadline(joiningAt: now, negativeTimeout: configuration.negativeTimeout)
             let id = addWaiter(to: &browse, query: query, plan: plan, context: context, deadline: deadline)
             browses[key] = browse
@@ -85,7 +85,7 @@ struct BrowseTable: Sendable {
             buckets[key.interface] = bucket
             metrics.mdnsRateLimited(link: key.interface)
             guard let stale else { return .rateLimited }
-            if context.isCounted { counters.optimisticAnswers += 1 }
+            if context.asker.isClient { counters.optimisticAnswers += 1 }
             return .optimistic(optimisticSnapshot(stale, key: key, now: now), start: nil)
         }
         var evicted: (key: BrowseKey, handle: (any MDNSQueryHandle)?)?
@@ -104,10 +104,10 @@ struct BrowseTable: Sendable {
         if let stale {
             released[key] = nil
             browses[key] = browse
-            if context.isCounted { counters.optimisticAnswers += 1 }
+            if context.asker.isClient { counters.optimisticAnswers += 1 }
             return .optimistic(optimisticSnapshot(stale, key: key, now: now), start: start)
         }
-        if context.isCounted { counters.cacheMisses += 1 }
+        if context.asker.isClient { counters.cacheMisses += 1 }
         let deadline = now + configuration.negativeTimeout
         let id = addWaiter(to: &browse, query: query, plan: plan, context: context, deadline: deadline)
         browses[key] = browse

@@ -33,7 +33,7 @@ extension DiscoveryProxy {
             invalidateReplays()
             let answers = AnswerBuilder(configuration: configuration)
             for waiter in waiters {
-                output.finish(answers.failure(waiter.query, .servFail), waiter.context, cache: "miss")
+                output.finish(answers.failure(waiter.query, .servFail), waiter.context, cache: .miss)
             }
             return
         }
@@ -109,7 +109,7 @@ extension DiscoveryProxy {
             }
             output.finish(
                 answers.answer(waiter.query, plan: waiter.plan, snapshot: snapshot, for: waiter.context), waiter.context,
-                cache: "miss")
+                cache: .miss)
         }
     }
 
@@ -135,13 +135,13 @@ extension DiscoveryProxy {
             // tells them to try again.
             logger.debug("mDNS backend \(backend.state.rawValue): SERVFAIL", metadata: ["mdns.question": "\(key)"])
             count(\.servFail)
-            output.finish(answers.failure(waiter.query, .servFail), waiter.context, cache: "miss")
+            output.finish(answers.failure(waiter.query, .servFail), waiter.context, cache: .miss)
             return
         }
         logger.debug("mDNS query timed out", metadata: ["mdns.question": "\(key)"])
         output.finish(
             answers.answer(waiter.query, plan: waiter.plan, snapshot: snapshot, for: waiter.context), waiter.context,
-            cache: "miss")
+            cache: .miss)
     }
 
     /// Sets `key`'s browse timer to its next due time (`BrowseTable.rearm`); called under the

@@ -87,7 +87,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         browses.forEach { $0.handle?.cancel() }
         let answers = AnswerBuilder(configuration: configuration)
         for waiter in browses.flatMap(\.waiters) {
-            output.finish(answers.failure(waiter.query, .servFail), waiter.context, cache: "error")
+            output.finish(answers.failure(waiter.query, .servFail), waiter.context, cache: .error)
         }
     }
 
@@ -118,7 +118,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         for browse in dropped {
             browse.handle?.cancel()
             for waiter in browse.waiters {
-                output.finish(answers.failure(waiter.query, .servFail), waiter.context, cache: "error")
+                output.finish(answers.failure(waiter.query, .servFail), waiter.context, cache: .error)
             }
         }
         logger.info(
@@ -198,7 +198,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         var context = QueryContext(
             started: scheduler.now(), epoch: epoch,
             replayLifetime: ReplayTicket.lifetime(browseIdleTimeout: intake.catalog.configuration.browseIdleTimeout),
-            transport: overTCP ? "tcp" : "udp", qtype: limits.qtype, limit: limits.size, respond: respond)
+            qtype: limits.qtype, limit: limits.size, asker: .client(overTCP ? .tcp : .udp, respond: respond))
         if limits.asksTCPKeepalive { context.tcpKeepalive = tcpIdleTimeout }
         switch decision {
         case .drop:
@@ -206,25 +206,25 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         case .malformed(let reply, let isDSO, let error):
             logger.debug("malformed query", metadata: ["dns.id": "\(reply.id)", "dns.error": "\(error)"])
             if isDSO { count(\.notImp) } else { metrics.malformed() }
-            output.finish(reply, context, cache: "error")
+            output.finish(reply, context, cache: .error)
         case .clientRefused(let reply):
             noteRefused(.client, client: client, asking: "query")
             // Not replayable: each refusal is counted and logged as an ACL event.
-            output.finish(reply, context, cache: "immediate")
+            output.finish(reply, context, cache: .immediate)
         case .protocolFailure(let reply, let rcode):
             if rcode == .formErr { metrics.malformed() } else { count(rcode == .notImp ? \.notImp : \.badVers) }
-            output.finish(reply, context, cache: "immediate")
+            output.finish(reply, context, cache: .immediate)
         case .refused(let reply):
             metrics.refused()
             logger.debug("refused", metadata: ["dns.qname": "\(reply.questions[0].name)"])
-            output.finish(reply, context, cache: "immediate", replay: .refused)
+            output.finish(reply, context, cache: .immediate, replay: .refused)
         case .linkRefused(let reply, let link):
             noteRefused(.link(link), client: client, asking: "query")
             // Not replayable either: each is counted per link and logged, like an ACL refusal.
-            output.finish(reply, context, cache: "immediate")
+            output.finish(reply, context, cache: .immediate)
         case .immediate(let reply):
             count(\.immediate)
-            output.finish(reply, context, cache: "immediate", replay: .immediate)
+            output.finish(reply, context, cache: .immediate, replay: .immediate)
         case .mdns(let query, let plan):
             context.hidesPrivateAddresses = intake.catalog.configuration.privateRealms.hidesPrivateAddresses(
                 of: plan.link, from: client)
@@ -264,31 +264,31 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         let answers = AnswerBuilder(configuration: configuration)
         switch step {
         case .memo(let answer):
-            output.send(answer.bytes, rcode: answer.rcode, context, cache: "hit", replay: .hit)
+            output.send(answer.bytes, rcode: answer.rcode, context, cache: .hit, replay: .hit)
         case .hit(let snapshot):
             // A provisional negative is neither replayed nor shared: it must not outlive the
             // browse's first 6 s with its 2 s negative TTL.
             output.finish(
-                answers.answer(query, plan: plan, snapshot: snapshot, for: context), context, cache: "hit",
+                answers.answer(query, plan: plan, snapshot: snapshot, for: context), context, cache: .hit,
                 replay: snapshot.isSettled ? .hit : nil)
         case .lookup(.hit):
             break  // taken above
         case .lookup(.full):
             logger.debug("browse limit reached, every browse in use: SERVFAIL", metadata: ["mdns.question": "\(key)"])
             count(\.servFail)
-            output.finish(answers.failure(query, .servFail), context, cache: "miss")
+            output.finish(answers.failure(query, .servFail), context, cache: .miss)
         case .lookup(.optimistic(let snapshot, let start)):
             if let start { evict(start) }
             logger.debug("optimistic answer; refreshing", metadata: ["mdns.question": "\(key)"])
             output.finish(
                 answers.answer(
                     query, plan: plan, snapshot: snapshot, ttl: min(configuration.ttlCap, Self.provisionalTTL), for: context),
-                context, cache: "optimistic")
+                context, cache: .optimistic)
             if let start { begin(start) }
         case .lookup(.rateLimited):
             logger.debug("mDNS rate limit: answering SERVFAIL", metadata: ["mdns.question": "\(key)"])
             count(\.servFail)
-            output.finish(answers.failure(query, .servFail), context, cache: "miss")
+            output.finish(answers.failure(query, .servFail), context, cache: .miss)
         case .lookup(.wait(_, _, let start)):
             // The browse's timer (`rearm` above) answers this query at its deadline at the latest.
             if let start { evict(start) }
@@ -305,7 +305,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             state.table.counters.cacheHits += 1
             return state.table.records(named: plan.localName, on: plan.link.interface)
         }
-        output.finish(answers.any(query, plan: plan, records: records, for: context), context, cache: "hit")
+        output.finish(answers.any(query, plan: plan, records: records, for: context), context, cache: .hit)
     }
 
     /// An NSEC or NSEC3 query (§5.5.3): each type the name can hold is asked as a part through
@@ -319,11 +319,11 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             skeleton: answers.reply(to: query), zone: ZoneRecords(origin: plan.zone, link: plan.link, configuration: configuration),
             types: types.count, ttlCap: configuration.ttlCap
         ) { [output] reply, fromCache in
-            output.finish(reply, context, cache: fromCache ? "hit" : "miss")
+            output.finish(reply, context, cache: fromCache ? .hit : .miss)
         }
         for type in types {
             var part = context
-            part.part = synthesis.part(type)
+            part.asker = .part(synthesis.part(type))
             part.memoKey = nil
             var partPlan = plan
             partPlan.type = type

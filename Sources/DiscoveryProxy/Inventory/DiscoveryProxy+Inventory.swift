@@ -3,7 +3,7 @@ import Synchronization
 
 /// The link inventory: every `inventoryInterval` the proxy asks, on each link, for the
 /// service types (`_services._dns-sd._udp`, RFC 6763 §9) and then for each type's instances,
-/// as internal queries through `lookup` (`QueryContext.part`). They share browses, cache,
+/// as internal queries through `lookup` (`Asker.proxy`). They share browses, cache,
 /// per-link mDNS rate limit and browse limit with clients' queries, and keep those browses
 /// alive, so the status page shows what is on each link, not only what clients asked. At
 /// most `inventoryMaxTypes` types per link, and none while the browse table is half full.
@@ -78,11 +78,9 @@ extension DiscoveryProxy {
             done(Message(isResponse: true, questions: [Question(name: name, type: .ptr)]))
             return
         }
-        var context = QueryContext(
-            started: scheduler.now(), epoch: currentEpoch, replayLifetime: .zero, transport: "internal", qtype: "PTR",
-            limit: 65535, respond: { _ in })
-        context.part = done
-        context.isCounted = false
+        let context = QueryContext(
+            started: scheduler.now(), epoch: currentEpoch, replayLifetime: .zero, qtype: "PTR", limit: 65535,
+            asker: .proxy(done))
         lookup(plan, query: Message(id: 0, questions: [Question(name: name, type: .ptr)]), context: context,
             configuration: catalog.configuration)
     }
