@@ -1,0 +1,301 @@
+import DNSWire
+import EventCounting
+import Logging
+internal import CAvahiClient
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The pool of avahi client connections: placing queries, making and re-making connections,
+/// each connection's timer, and what avahi's client states mean (`ConnectionLife` decides;
+/// this makes the C calls). Everything here runs with the poll lock held.
+extension AvahiBackend {
+    // MARK: Pool (poll lock held)
+
+    func makeSlot() -> AvahiClientSlot {
+        self.nextSlotID += 1
+        let slot = AvahiClientSlot(id: self.nextSlotID, backend: self, capacity: self.clientObjectLimit)
+        slot.timer = cavahi_timeout_new(self.pollAPI, slotTimerCallback, Unmanaged.passUnretained(slot).toOpaque())
+        self.slots.append(slot)
+        return slot
+    }
+
+    /// Puts `query` on a connection with room, opening one if needed, and creates its browser
+    /// when that connection runs.
+    func place(_ query: AvahiQuery) throws(MDNSError) {
+        var attempts = 0
+        while true {
+            let slot: AvahiClientSlot
+            if let index = ConnectionLife.placement(self.slots.map { ($0.queries.count, $0.capacity, $0.life.status) }) {
+                slot = self.slots[index]
+            } else {
+                slot = self.makeSlot()
+                self.logger.info(
+                    "opening another avahi client connection",
+                    metadata: ["mdns.client": "\(slot.id)", "mdns.clients": "\(self.slots.count)"]
+                )
+                self.reconnect(slot)
+            }
+            slot.queries.insert(query)
+            query.slot = slot
+            guard slot.life.status == .running, let client = slot.client else {
+                return  // created when the connection runs
+            }
+            let error = self.createBrowser(query, client: client)
+            if error == Int32(AVAHI_OK) { return }
+            if error == Int32(AVAHI_ERR_DISCONNECTED) || error == Int32(AVAHI_ERR_NO_DAEMON) {
+                // The daemon just went away and the news has not been dispatched yet: the query
+                // waits; the failure callback delivers `.failed` and the reconnect `.restarted`.
+                return
+            }
+            slot.queries.remove(query)
+            query.slot = nil
+            if error == Int32(AVAHI_ERR_TOO_MANY_OBJECTS) && attempts < 2 {
+                // The daemon's limit is lower than ours: this connection is full.
+                attempts += 1
+                slot.capacity = max(1, slot.queries.count)
+                self.logger.warning(
+                    "avahi-daemon refused more objects on a connection; lower clientObjectLimit",
+                    metadata: ["mdns.client": "\(slot.id)", "mdns.objects": "\(slot.capacity)"]
+                )
+                continue
+            }
+            self.scheduleGarbageCollection(slot)
+            throw .daemon(Self.errorText(error))
+        }
+    }
+
+    /// The kernel's index of interface `name`, as avahi takes it; nil when there is none.
+    static func interfaceIndex(_ name: String) -> Int32? {
+        let index = if_nametoindex(name)
+        return index == 0 ? nil : Int32(exactly: index)
+    }
+
+    /// Returns `AVAHI_OK` or the avahi error code.
+    func createBrowser(_ query: AvahiQuery, client: OpaquePointer) -> Int32 {
+        // The text is made again for each browser (also after a reconnect) rather than kept
+        // with the query: ~90 bytes per live query, and startQuery has checked it can be made.
+        guard let avahiName = AvahiName.escape(query.question.name) else { return Int32(AVAHI_ERR_INVALID_DOMAIN_NAME) }
+        // Looked up for each browser rather than kept: a query stays within a 112-byte malloc
+        // chunk, and an interface re-created since has a new index.
+        guard let interfaceIndex = Self.interfaceIndex(query.question.interface) else {
+            return Int32(AVAHI_ERR_INVALID_INTERFACE)
+        }
+        let browser = avahiName.withCString { name in
+            avahi_record_browser_new(
+                client,
+                interfaceIndex,
+                AvahiProtocol(AVAHI_PROTO_UNSPEC),
+                name,
+                RRClass.in.rawValue,
+                query.question.type.rawValue,
+                // Always multicast: without the flag avahi may ask wide-area unicast DNS for
+                // names outside .local (reverse names, RFC 8766 §5.4), or loop back to us.
+                AVAHI_LOOKUP_USE_MULTICAST,
+                recordCallback,
+                Unmanaged.passUnretained(query).toOpaque()
+            )
+        }
+        guard let browser else { return avahi_client_errno(client) }
+        query.browser = browser
+        return Int32(AVAHI_OK)
+    }
+
+    /// Frees the slot's old connection, if any, and opens a new one.
+    func reconnect(_ slot: AvahiClientSlot) {
+        if let old = slot.client {
+            for query in slot.queries { query.browser = nil }  // avahi_client_free frees them
+            slot.client = nil
+            avahi_client_free(old)
+        }
+        slot.life.connecting()
+        var error: Int32 = 0
+        // The state callback may run before this returns (with the lock held by us).
+        let client = avahi_client_new(
+            self.pollAPI,
+            AVAHI_CLIENT_NO_FAIL,
+            clientCallback,
+            Unmanaged.passUnretained(slot).toOpaque(),
+            &error
+        )
+        if let client {
+            slot.client = client
+            if slot.life.status == .connecting {
+                self.logger.info("waiting for avahi-daemon", metadata: ["mdns.client": "\(slot.id)"])
+            }
+        } else {
+            slot.life.cannotConnect(now: .now)
+            self.noteOutage("cannot connect to D-Bus: \(Self.errorText(error))", slot: slot)
+            self.reschedule(slot)
+        }
+        self.publish()
+    }
+
+    /// Frees `slot` if it is empty and not the last one.
+    func collectIfIdle(_ slot: AvahiClientSlot) -> Bool {
+        guard slot.queries.isEmpty, self.slots.count > 1 else { return false }
+        self.logger.info("closing a spare avahi client connection", metadata: ["mdns.client": "\(slot.id)"])
+        self.slots.removeAll { $0 === slot }
+        self.free(slot)
+        self.publish()
+        return true
+    }
+
+    func free(_ slot: AvahiClientSlot) {
+        if let timer = slot.timer {
+            cavahi_timeout_free(self.pollAPI, timer)
+            slot.timer = nil
+        }
+        for query in slot.queries {
+            query.browser = nil
+            query.slot = nil
+        }
+        if let client = slot.client {
+            slot.client = nil
+            avahi_client_free(client)
+        }
+        slot.life.closed()
+    }
+
+    func freeEverything() {
+        for slot in self.slots {
+            for query in slot.queries { query.cancelled = true }
+            self.free(slot)
+            slot.queries = SlotQueries()
+        }
+        self.slots = []
+        self.liveQueries = 0
+        if let timer = self.bootstrapTimer {
+            cavahi_timeout_free(self.pollAPI, timer)
+            self.bootstrapTimer = nil
+        }
+        self.publish()
+    }
+
+    // MARK: Slot timer (poll lock held)
+
+    func scheduleGarbageCollection(_ slot: AvahiClientSlot) {
+        guard slot.queries.isEmpty, self.slots.count > 1 else { return }
+        slot.life.wantCollect()
+        self.reschedule(slot)
+    }
+
+    /// Arms the slot's timer for its earliest pending work.
+    func reschedule(_ slot: AvahiClientSlot) {
+        guard let timer = slot.timer else { return }
+        let now = ContinuousClock.now
+        guard let due = slot.life.due(now: now) else {
+            cavahi_timeout_disarm(self.pollAPI, timer)
+            return
+        }
+        let delay = max(.zero, due - now)
+        cavahi_timeout_arm(self.pollAPI, timer, UInt32(clamping: Int64(delay / .milliseconds(1))))
+    }
+
+    func slotTimerFired(_ slot: AvahiClientSlot) {
+        guard !self.isShutDown, slot.timer != nil else { return }
+        let due = slot.life.tick(now: .now)
+        if due.collect, self.collectIfIdle(slot) { return }
+        if due.reconnect { self.reconnect(slot) }
+        if due.attach { self.attachPending(slot) }
+        self.reschedule(slot)
+    }
+
+    /// Creates the browsers of the slot's queries that have none; `.restarted` first for
+    /// queries that failed before.
+    func attachPending(_ slot: AvahiClientSlot) {
+        for query in slot.queries.sorted(by: { $0.id < $1.id }) {
+            guard slot.life.status == .running, let client = slot.client else { return }
+            guard !query.cancelled, query.slot === slot, query.browser == nil else { continue }
+            if query.failedSinceStart {
+                query.failedSinceStart = false
+                self.emit(.restarted, to: query)
+                guard !query.cancelled else { continue }
+            }
+            let error = self.createBrowser(query, client: client)
+            if error != Int32(AVAHI_OK) {
+                query.failedSinceStart = true
+                self.logger.debug(
+                    "cannot re-create mDNS query",
+                    metadata: ["mdns.query": "\(query.id)", "mdns.error": "\(Self.errorText(error))"]
+                )
+                self.emit(.failed(Self.errorText(error)), to: query)
+                slot.life.retryAttach(now: .now)
+            }
+        }
+    }
+
+    // MARK: Client state (poll lock held)
+
+    func clientStateChanged(_ slot: AvahiClientSlot, client: OpaquePointer?, state: AvahiClientState) {
+        guard !self.isShutDown else { return }
+        // During avahi_client_new the slot does not know its client yet.
+        if let known = slot.client, let client, known != client { return }
+        var failure = ""
+        let reported: ConnectionLife.ClientState
+        switch state {
+        case AVAHI_CLIENT_S_RUNNING, AVAHI_CLIENT_S_REGISTERING, AVAHI_CLIENT_S_COLLISION:
+            reported = .running
+        case AVAHI_CLIENT_CONNECTING:
+            reported = .connecting
+        case AVAHI_CLIENT_FAILURE:
+            let error = client.map { avahi_client_errno($0) } ?? Int32(AVAHI_ERR_FAILURE)
+            let disconnected = error == Int32(AVAHI_ERR_DISCONNECTED)
+            failure = disconnected ? "avahi-daemon disconnected" : "avahi client failed: \(Self.errorText(error))"
+            reported = .failed(disconnected: disconnected)
+        default:
+            self.publish()
+            return
+        }
+        switch slot.life.client(reported, now: .now) {
+        case .none:
+            break
+        case .cameUp:
+            self.reschedule(slot)
+            let version = client.flatMap { avahi_client_get_version_string($0) }.map { String(cString: $0) } ?? "?"
+            let metadata: Logger.Metadata = ["mdns.client": "\(slot.id)", "mdns.daemon": "\(version)"]
+            if self.outage.cameUp(othersRunning: self.slots.allSatisfy { $0.life.status == .running }) {
+                self.reconnects.increment()
+                self.logger.info("avahi-daemon is back; re-creating queries", metadata: metadata)
+            } else {
+                self.logger.info("connected to avahi-daemon", metadata: metadata)
+            }
+        case .lostDaemon:
+            self.noteOutage("avahi-daemon went away", slot: slot)
+            self.failQueries(of: slot, reason: "avahi-daemon went away")
+        case .failed:
+            self.noteOutage(failure, slot: slot)
+            self.failQueries(of: slot, reason: failure)
+            // Freed and re-created from the timer, never inside the client's own callback.
+            self.reschedule(slot)
+        }
+        self.publish()
+    }
+
+    func failQueries(of slot: AvahiClientSlot, reason: String) {
+        for query in slot.queries.sorted(by: { $0.id < $1.id }) {
+            if let browser = query.browser {
+                // Not connected any more: avahi frees it locally without a D-Bus call.
+                query.browser = nil
+                avahi_record_browser_free(browser)
+            }
+            guard !query.cancelled, !query.failedSinceStart else { continue }
+            query.failedSinceStart = true
+            self.emit(.failed(reason), to: query)
+        }
+    }
+
+    func noteOutage(_ reason: String, slot: AvahiClientSlot) {
+        if !self.outage.lost() {
+            self.logger.debug("avahi still unavailable", metadata: ["mdns.client": "\(slot.id)", "mdns.error": "\(reason)"])
+        } else {
+            self.logger.warning(
+                "lost avahi-daemon; retrying",
+                metadata: ["mdns.client": "\(slot.id)", "mdns.error": "\(reason)"]
+            )
+        }
+    }
+}
