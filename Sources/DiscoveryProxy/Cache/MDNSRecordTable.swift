@@ -1,3 +1,5 @@
+import MDNS
+
 /// The records of one mDNS query mapped to values, laid out for what a query usually holds:
 /// one record (an SRV, a TXT, an address) or a few.
 ///
@@ -7,7 +9,7 @@
 /// address name it was asked, so this is much of its memory per known instance. Above the
 /// threshold a hash index is kept beside the array, so that a service type with thousands of
 /// instances stays O(1) per event.
-public struct MDNSRecordTable<Value> {
+struct MDNSRecordTable<Value> {
     private var entries: [(record: MDNSRecord, value: Value)] = []
     /// Position of each record in `entries`, only while there are more than `indexThreshold`.
     private var index: [MDNSRecord: Int]?
@@ -17,14 +19,14 @@ public struct MDNSRecordTable<Value> {
     /// less than an index for every such type would hold: about 80 bytes per instance.
     static var indexThreshold: Int { 32 }
 
-    public init() {}
+    init() {}
 
-    public var count: Int { entries.count }
-    public var isEmpty: Bool { entries.isEmpty }
-    public var records: some Collection<MDNSRecord> { entries.lazy.map(\.record) }
-    public var values: some Collection<Value> { entries.lazy.map(\.value) }
+    var count: Int { entries.count }
+    var isEmpty: Bool { entries.isEmpty }
+    var records: some Collection<MDNSRecord> { entries.lazy.map(\.record) }
+    var values: some Collection<Value> { entries.lazy.map(\.value) }
 
-    public subscript(record: MDNSRecord) -> Value? {
+    subscript(record: MDNSRecord) -> Value? {
         get { position(of: record).map { entries[$0].value } }
         set {
             if let newValue {
@@ -36,16 +38,16 @@ public struct MDNSRecordTable<Value> {
     }
 
     /// The record as stored, equal to `record`: lets a holder share the stored arrays.
-    public func storedRecord(equalTo record: MDNSRecord) -> MDNSRecord? {
+    func storedRecord(equalTo record: MDNSRecord) -> MDNSRecord? {
         position(of: record).map { entries[$0].record }
     }
 
-    public subscript(record: MDNSRecord, default value: @autoclosure () -> Value) -> Value {
+    subscript(record: MDNSRecord, default value: @autoclosure () -> Value) -> Value {
         self[record] ?? value()
     }
 
     @discardableResult
-    public mutating func removeValue(forKey record: MDNSRecord) -> Value? {
+    mutating func removeValue(forKey record: MDNSRecord) -> Value? {
         guard let position = position(of: record) else { return nil }
         let removed = entries[position].value
         // Swap-remove: order is not kept (holders that need one keep their own).
@@ -60,18 +62,18 @@ public struct MDNSRecordTable<Value> {
         return removed
     }
 
-    public mutating func removeAll() {
+    mutating func removeAll() {
         entries = []
         index = nil
     }
 
     /// Changes every value in place.
-    public mutating func updateValues(_ body: (inout Value) -> Void) {
+    mutating func updateValues(_ body: (inout Value) -> Void) {
         for position in entries.indices { body(&entries[position].value) }
     }
 
     /// Removes the entries whose value matches; returns them.
-    public mutating func removeAll(where shouldRemove: (Value) -> Bool) -> [(record: MDNSRecord, value: Value)] {
+    mutating func removeAll(where shouldRemove: (Value) -> Bool) -> [(record: MDNSRecord, value: Value)] {
         let removed = entries.filter { shouldRemove($0.value) }
         guard !removed.isEmpty else { return [] }
         entries.removeAll { shouldRemove($0.value) }
@@ -111,7 +113,7 @@ public struct MDNSRecordTable<Value> {
 }
 
 extension MDNSRecordTable: Sequence {
-    public func makeIterator() -> IndexingIterator<[(record: MDNSRecord, value: Value)]> {
+    func makeIterator() -> IndexingIterator<[(record: MDNSRecord, value: Value)]> {
         entries.makeIterator()
     }
 }

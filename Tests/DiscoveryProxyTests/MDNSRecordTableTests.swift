@@ -2,6 +2,8 @@ import DNSWire
 import MDNS
 import Testing
 
+@testable import DiscoveryProxy
+
 @Suite("mDNS record table") struct MDNSRecordTableTests {
     private func record(_ n: Int) throws -> MDNSRecord {
         MDNSRecord(name: try DNSName("host-\(n).local."), type: .a, rdata: [192, 0, 2, UInt8(n % 256)])
