@@ -40,11 +40,6 @@ public struct DNSServerBoundAddress: Sendable, Hashable, CustomStringConvertible
 /// shutdown, cancellation or `shutdown()`, then stops accepting, lets answers in flight finish
 /// for up to `shutdownGracePeriod` and closes everything.
 public final class DNSServer: Service, Sendable {
-    private enum RunState {
-        case initial
-        case running(stop: AsyncStream<Never>.Continuation)
-        case finished
-    }
 
     public let configuration: DNSServerConfiguration
     private let responder: any DNSResponder
@@ -59,7 +54,7 @@ public final class DNSServer: Service, Sendable {
     /// Answers the responder allowed to be replayed, one cache per event loop; nil when
     /// `configuration.replayAnswers` is off.
     private let replays: ReplayCaches?
-    private let runState = Mutex(RunState.initial)
+    private let lifetime = ListenerLifetime()
     private let bound = Mutex<[DNSServerBoundAddress]>([])
     /// The TCP listeners (`StreamListener`); made by `init`, bound by `run()`.
     private let stream: StreamListener
@@ -99,38 +94,16 @@ public final class DNSServer: Service, Sendable {
 
     /// Starts the same graceful shutdown as ServiceLifecycle's, for use outside a ServiceGroup.
     public func shutdown() {
-        let stop: AsyncStream<Never>.Continuation? = self.runState.withLock { state in
-            switch state {
-            case .running(let stop): return stop
-            case .initial:
-                state = .finished
-                return nil
-            case .finished: return nil
-            }
-        }
-        stop?.finish()
+        lifetime.stop()
     }
 
     public func run() async throws {
-        let (stopSignal, stop) = AsyncStream<Never>.makeStream()
-        let start: Bool = try self.runState.withLock { state in
-            switch state {
-            case .initial:
-                state = .running(stop: stop)
-                return true
-            case .running:
-                throw DNSServerError(code: .alreadyRunning, address: "run() called twice", reason: "")
-            case .finished:
-                return false  // shut down before it started, or already ran
-            }
-        }
-        guard start else { return }
-
+        guard let stopSignal = try lifetime.begin() else { return }  // shut down before it started, or already ran
         let listeners: Listeners
         do {
             listeners = try await self.bindAll()
         } catch {
-            self.runState.withLock { $0 = .finished }
+            lifetime.finished()
             throw error
         }
         let addresses = listeners.bound
@@ -140,19 +113,10 @@ public final class DNSServer: Service, Sendable {
         }
         self.onBound?(addresses)
 
-        await withTaskCancellationHandler {
-            await withGracefulShutdownHandler {
-                for await _ in stopSignal {}
-            } onGracefulShutdown: {
-                stop.finish()
-            }
-        } onCancel: {
-            stop.finish()
-        }
-
+        let cancelled = await lifetime.waitForStop(stopSignal)
         self.logger.debug("DNS server shutting down")
-        await self.drainAndClose(listeners, immediately: Task.isCancelled)
-        self.runState.withLock { $0 = .finished }
+        await self.drainAndClose(listeners, immediately: cancelled)
+        lifetime.finished()
         self.logger.debug("DNS server stopped")
     }
 

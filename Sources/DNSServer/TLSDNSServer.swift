@@ -8,7 +8,6 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import ServiceLifecycle
-import Synchronization
 
 /// DNS over TLS listeners (RFC 7858), for DNS Push sessions (RFC 8765 §5: Push runs on TLS).
 /// Each connection gets TLS, then the same length-framed pipeline as plain TCP, so DSO
@@ -51,7 +50,7 @@ public final class TLSDNSServer: Service, Sendable {
     private let logger: Logger
     private let onBound: (@Sendable ([SocketAddress]) -> Void)?
     private let counters = DNSServerCounters()
-    private let stopSignal = Mutex<AsyncStream<Never>.Continuation?>(nil)
+    private let lifetime = ListenerLifetime()
 
     public init(
         configuration: Configuration, responder: any DNSResponder,
@@ -99,7 +98,14 @@ public final class TLSDNSServer: Service, Sendable {
         }
     }
 
+    /// Starts the same graceful shutdown as ServiceLifecycle's, for use outside a ServiceGroup.
+    public func shutdown() {
+        lifetime.stop()
+    }
+
     public func run() async throws {
+        guard let stopSignal = try lifetime.begin() else { return }
+        defer { lifetime.finished() }
         let context = try Self.makeContext(
             certificateFile: configuration.certificateFile, privateKeyFile: configuration.privateKeyFile)
         // Before a connection's first DSO message it is an RFC 7766 connection with these limits.
@@ -121,19 +127,9 @@ public final class TLSDNSServer: Service, Sendable {
         for address in addresses { logger.info("DNS Push (TLS) listening", metadata: ["dns.listen": "\(address)"]) }
         onBound?(addresses)
 
-        let (stop, continuation) = AsyncStream<Never>.makeStream()
-        stopSignal.withLock { $0 = continuation }
-        await withTaskCancellationHandler {
-            await withGracefulShutdownHandler {
-                for await _ in stop {}
-            } onGracefulShutdown: {
-                continuation.finish()
-            }
-        } onCancel: {
-            continuation.finish()
-        }
+        let cancelled = await lifetime.waitForStop(stopSignal)
         // Sessions send their Retry Delay; their clients close, or are reset after 5 s.
-        await stream.drain(grace: Task.isCancelled ? .zero : configuration.shutdownGracePeriod)
+        await stream.drain(grace: cancelled ? .zero : configuration.shutdownGracePeriod)
     }
 
     private func bind(_ listen: DNSServerConfiguration.ListenAddress, on stream: StreamListener) async throws -> any Channel {
