@@ -116,8 +116,10 @@ extension DiscoveryProxy {
     /// A browse's timer: the collection window has ended (every waiter is answered from what
     /// the browse has), or negative deadlines have come (those waiters get whatever is known,
     /// usually nothing). Then the timer is set for what is left.
-    func wake(_ key: BrowseKey, generation: UInt32) {
-        let now = scheduler.now()
+    /// `firedAt`: the time it was set for, so that a timer run a moment early (by another
+    /// clock's reckoning) still finds its waiters due.
+    func wake(_ key: BrowseKey, generation: UInt32, firedAt: Duration) {
+        let now = max(scheduler.now(), firedAt)
         let woken = state.withLock { state in
             let woken = state.table.wake(key, generation: generation, now: now)
             rearm(key, in: &state.table, now: now)
@@ -148,7 +150,7 @@ extension DiscoveryProxy {
     /// proxy's lock, which scheduling a timer does not take.
     func rearm(_ key: BrowseKey, in table: inout BrowseTable, now: Duration) {
         let replaced = table.rearm(key) { at, generation in
-            scheduler.schedule(after: at - now) { [weak self] in self?.wake(key, generation: generation) }
+            scheduler.schedule(after: at - now) { [weak self] in self?.wake(key, generation: generation, firedAt: at) }
         }
         replaced?.cancel()
     }
