@@ -142,21 +142,65 @@ struct DNSSDBrowse: ParsableCommand {
 
     func execute() throws(DNSSDError) {
         // Parse every name first: a malformed one is reported before any network traffic.
-        let explicitDomain: DNSName?
-        var type: [[UInt8]] = []
-        var instance: [UInt8] = []
+        let request = try self.request()
+        let session = try self.makeSession(domain: request.domain)
+        switch request {
+        case .browse(let type, _): try self.browse(type: type, in: session)
+        case .resolve(let instance, let type, _): try self.resolve(instance: instance, type: type, in: session)
+        case .types: try self.listTypes(in: session)
+        case .domains: try self.listDomains(in: session)
+        }
+    }
+
+    /// What the command line asks, its names parsed.
+    enum Request {
+        case browse(type: [[UInt8]], domain: DNSName?)
+        case resolve(instance: [UInt8], type: [[UInt8]], domain: DNSName?)
+        case types(domain: DNSName?)
+        case domains(domain: DNSName?)
+
+        var domain: DNSName? {
+            switch self {
+            case .browse(_, let domain), .resolve(_, _, let domain), .types(let domain), .domains(let domain): domain
+            }
+        }
+    }
+
+    func request() throws(DNSSDError) -> Request {
+        func domain(at index: Int) throws(DNSSDError) -> DNSName? {
+            try self.names.count > index ? ServiceNames.parseDomain(self.names[index]) : nil
+        }
         switch self.mode {
         case .browse:
-            type = try ServiceNames.parseServiceType(self.names[0])
-            explicitDomain = try self.names.count > 1 ? ServiceNames.parseDomain(self.names[1]) : nil
+            return .browse(type: try ServiceNames.parseServiceType(self.names[0]), domain: try domain(at: 1))
         case .resolve:
-            instance = try ServiceNames.instanceLabel(self.names[0])
-            type = try ServiceNames.parseServiceType(self.names[1])
-            explicitDomain = try self.names.count > 2 ? ServiceNames.parseDomain(self.names[2]) : nil
-        case .types, .domains:
-            explicitDomain = try self.names.first.map { (text) throws(DNSSDError) in try ServiceNames.parseDomain(text) }
+            return .resolve(
+                instance: try ServiceNames.instanceLabel(self.names[0]), type: try ServiceNames.parseServiceType(self.names[1]),
+                domain: try domain(at: 2))
+        case .types: return .types(domain: try domain(at: 0))
+        case .domains: return .domains(domain: try domain(at: 0))
         }
+    }
 
+    /// The server to ask, and the domains to ask in: DOMAIN, or resolv.conf's search domains.
+    struct Session {
+        let client: DNSSDClient
+        let serverText: String
+        let explicitDomain: DNSName?
+        let searchDomains: [DNSName]
+
+        /// DOMAIN, or the browse domains the search domains lead to (RFC 6763 §11).
+        func browseDomains() throws(DNSSDError) -> [DNSName] {
+            if let explicitDomain { return [explicitDomain] }
+            let found = try client.discoverBrowseDomains(searchDomains: searchDomains)
+            guard !found.isEmpty else {
+                throw .noBrowseDomains(searched: searchDomains.map(ServiceNames.display), server: serverText)
+            }
+            return found.map(\.domain)
+        }
+    }
+
+    func makeSession(domain explicitDomain: DNSName?) throws(DNSSDError) -> Session {
         var resolvConf: ResolverConfiguration?
         func loadResolvConf() throws(DNSSDError) -> ResolverConfiguration {
             if let resolvConf { return resolvConf }
@@ -173,121 +217,15 @@ struct DNSSDBrowse: ParsableCommand {
             }
             server = first
         }
-        let client = DNSSDClient(transport: DNSSocketClient(server: server, timeout: self.timeout, tcpOnly: self.tcp))
-        let serverText = server.description
-
         let searchDomains: [DNSName]
         if explicitDomain == nil {
             searchDomains = try loadResolvConf().searchDomains.compactMap { try? ServiceNames.parseDomain($0) }
         } else {
             searchDomains = []
         }
-        func browseDomains() throws(DNSSDError) -> [DNSName] {
-            if let explicitDomain { return [explicitDomain] }
-            let found = try client.discoverBrowseDomains(searchDomains: searchDomains)
-            guard !found.isEmpty else {
-                throw .noBrowseDomains(searched: searchDomains.map(ServiceNames.display), server: serverText)
-            }
-            return found.map(\.domain)
-        }
-
-        switch self.mode {
-        case .resolve:
-            var lastError: DNSSDError?
-            for domain in try browseDomains() {
-                do {
-                    let service = try client.resolve(instance: instance, type: type, domain: domain)
-                    Console.out(self.json ? Output.resolveJSON(service, server: serverText) : Output.resolveText(service, server: serverText))
-                    return
-                } catch {
-                    guard case .instanceNotFound = error else { throw error }
-                    lastError = error
-                }
-            }
-            throw lastError!
-
-        case .browse:
-            let domains = try browseDomains()
-            let poll = { () throws(DNSSDError) -> [ServiceInstance] in
-                var all: [ServiceInstance] = []
-                for domain in domains { all += try client.browse(type: type, domain: domain) }
-                return all
-            }
-            if self.watch {
-                Console.out(Output.browseTitle(type: type, domains: domains, server: serverText) + "\n", unless: self.json)
-                Console.out(Output.instanceHeader(watch: true) + "\n", unless: self.json)
-                if self.watchWithPush(client: client, type: type, domains: domains) { return }
-                try self.watchLoop { () throws(DNSSDError) in
-                    let instances = try poll()
-                    return (instances.map(Output.instanceRow), instances.map(\.ttl).min())
-                }
-            } else {
-                let instances = try poll()
-                Console.out(
-                    self.json
-                        ? Output.browseJSON(instances, type: type, domains: domains, server: serverText)
-                        : Output.browseText(instances, type: type, domains: domains, server: serverText))
-            }
-
-        case .types:
-            let domains = try browseDomains()
-            let poll = { () throws(DNSSDError) -> [ServiceTypeEntry] in
-                var all: [ServiceTypeEntry] = []
-                for domain in domains { all += try client.serviceTypes(domain: domain) }
-                return all
-            }
-            if self.watch {
-                Console.out(Output.typeHeader(watch: true) + "\n", unless: self.json)
-                try self.watchLoop { () throws(DNSSDError) in
-                    let types = try poll()
-                    return (types.map(Output.typeRow), types.map(\.ttl).min())
-                }
-            } else {
-                let types = try poll()
-                Console.out(
-                    self.json
-                        ? Output.typesJSON(types, domains: domains, server: serverText)
-                        : Output.typesText(types, domains: domains, server: serverText))
-            }
-
-        case .domains:
-            let searched = explicitDomain.map { [$0] } ?? searchDomains
-            guard !searched.isEmpty else { throw .noBrowseDomains(searched: [], server: serverText) }
-            let poll = { () throws(DNSSDError) -> [BrowseDomain] in
-                if let explicitDomain { return try client.browseDomains(in: explicitDomain) }
-                var all: [BrowseDomain] = []
-                for search in searched {
-                    let found: [BrowseDomain]
-                    do throws(DNSSDError) {
-                        found = try client.browseDomains(in: search)
-                    } catch {
-                        // Search domains are only hints: one the server does not serve is skipped.
-                        switch error {
-                        case .refused, .serverFailure, .errorRCode: continue
-                        default: throw error
-                        }
-                    }
-                    all += found.filter { entry in !all.contains { $0.domain == entry.domain } }
-                }
-                return all
-            }
-            if self.watch {
-                Console.out(Output.domainHeader(watch: true) + "\n", unless: self.json)
-                try self.watchLoop { () throws(DNSSDError) in
-                    let found = try poll()
-                    return (found.map(Output.domainRow), found.map(\.ttl).min())
-                }
-            } else {
-                let found = try poll()
-                if found.isEmpty && explicitDomain == nil {
-                    throw .noBrowseDomains(searched: searched.map(ServiceNames.display), server: serverText)
-                }
-                Console.out(
-                    self.json
-                        ? Output.domainsJSON(found, searched: searched, server: serverText)
-                        : Output.domainsText(found, searched: searched, server: serverText))
-            }
-        }
+        return Session(
+            client: DNSSDClient(transport: DNSSocketClient(server: server, timeout: self.timeout, tcpOnly: self.tcp)),
+            serverText: server.description, explicitDomain: explicitDomain, searchDomains: searchDomains)
     }
 
     /// Polls until --count or --duration; prints +/- lines for what changed. The first poll
