@@ -1,6 +1,5 @@
 import DNSWire
 import MDNS
-import ProxyTestSupport
 import Testing
 
 @testable import DiscoveryProxy

@@ -158,8 +158,7 @@ struct BrowseTable: Sendable {
         return browse.waiters
     }
 
-    /// What to do after an mDNS event.
-    /// What the proxy does next: nothing, answer the waiters now, or `rearm` the browse's
+    /// What the proxy does after an mDNS event: nothing, answer the waiters now, or `rearm` the browse's
     /// timer for the collection window just opened.
     enum Follow { case none, flushNow, armWindow }
 
@@ -296,16 +295,13 @@ struct BrowseTable: Sendable {
     mutating func wake(_ key: BrowseKey, generation: UInt32, now: Duration) -> Woken {
         guard var browse = browses[key], browse.generation == generation else { return Woken() }
         if let armed = wakeups[key]?.armed, armed.at <= now { wakeups[key]?.armed = nil }
-        var woken = Woken()
         if let flushAt = wakeups[key]?.flushAt, flushAt <= now {
-            wakeups[key]?.flushAt = nil
-            woken.flushed = browse.waiters
-            browse.waiters = []
-        } else {
-            woken.expired = browse.waiters.filter { $0.deadline <= now }
-            guard !woken.expired.isEmpty else { return woken }
-            browse.waiters.removeAll { $0.deadline <= now }
+            let (waiters, snapshot) = takeWaiters(of: key, generation: generation, now: now)
+            return Woken(flushed: waiters, snapshot: snapshot)
         }
+        var woken = Woken(expired: browse.waiters.filter { $0.deadline <= now })
+        guard !woken.expired.isEmpty else { return woken }
+        browse.waiters.removeAll { $0.deadline <= now }
         browses[key] = browse
         woken.snapshot = snapshot(for: key, now: now)
         if woken.snapshot.answers.isEmpty { counters.negativeTimeouts += woken.expired.count }

@@ -116,6 +116,7 @@ extension DiscoveryProxy {
     /// A browse's timer: the collection window has ended (every waiter is answered from what
     /// the browse has), or negative deadlines have come (those waiters get whatever is known,
     /// usually nothing). Then the timer is set for what is left.
+    ///
     /// `firedAt`: the time it was set for, so that a timer run a moment early (by another
     /// clock's reckoning) still finds its waiters due.
     func wake(_ key: BrowseKey, generation: UInt32, firedAt: Duration) {
@@ -126,24 +127,27 @@ extension DiscoveryProxy {
             return woken
         }
         answer(woken.flushed, of: key, from: woken.snapshot, now: now)
-        for waiter in woken.expired { expire(waiter, of: key, from: woken.snapshot) }
+        expire(woken.expired, of: key, from: woken.snapshot)
     }
 
-    /// The negative timeout of one waiter: answer with whatever is known (usually nothing).
-    private func expire(_ waiter: Waiter, of key: BrowseKey, from snapshot: Snapshot) {
+    /// The negative timeout of waiters: answer with whatever is known (usually nothing).
+    private func expire(_ waiters: [Waiter], of key: BrowseKey, from snapshot: Snapshot) {
+        guard !waiters.isEmpty else { return }
         let answers = AnswerBuilder(configuration: configuration)
-        if snapshot.answers.isEmpty && backend.state != .running {
-            // The daemon is away: "nothing found" would be a lie that clients cache. SERVFAIL
-            // tells them to try again.
-            logger.debug("mDNS backend \(backend.state.rawValue): SERVFAIL", metadata: ["mdns.question": "\(key)"])
-            count(\.servFail)
-            output.finish(answers.failure(waiter.query, .servFail), waiter.context, cache: .miss)
-            return
+        for waiter in waiters {
+            if snapshot.answers.isEmpty && backend.state != .running {
+                // The daemon is away: "nothing found" would be a lie that clients cache. SERVFAIL
+                // tells them to try again.
+                logger.debug("mDNS backend \(backend.state.rawValue): SERVFAIL", metadata: ["mdns.question": "\(key)"])
+                count(\.servFail)
+                output.finish(answers.failure(waiter.query, .servFail), waiter.context, cache: .miss)
+                continue
+            }
+            logger.debug("mDNS query timed out", metadata: ["mdns.question": "\(key)"])
+            output.finish(
+                answers.answer(waiter.query, plan: waiter.plan, snapshot: snapshot, for: waiter.context), waiter.context,
+                cache: .miss)
         }
-        logger.debug("mDNS query timed out", metadata: ["mdns.question": "\(key)"])
-        output.finish(
-            answers.answer(waiter.query, plan: waiter.plan, snapshot: snapshot, for: waiter.context), waiter.context,
-            cache: .miss)
     }
 
     /// Sets `key`'s browse timer to its next due time (`BrowseTable.rearm`); called under the
