@@ -176,6 +176,42 @@ struct GatewayTests {
         withExtendedLifetime(gateway) {}
     }
 
+    @Test("avahi restarting frees no client link name: the far instance keeps its rename until the link is followed again")
+    func daemonRestartKeepsTheRename() throws {
+        let (h, gateway, publisher) = harness()
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")), interface: "eth2")
+        announcePrinter(h, addresses: [.a([192, 0, 2, 7])])
+        let renamed = try DNSName("Printer (lab1)._ipp._tcp.local.")
+        #expect(publisher.group(Self.printer)?.records.last?.name == renamed)
+
+        // The daemon goes away: every browse fails and empties, then comes back restarted. The
+        // far link answers at once; the client link's own Printer only 600 ms later (a fresh
+        // avahi cache). Taking "Printer" meanwhile, unprobed, would make the local one lose
+        // its name (RFC 6762 §9).
+        h.backend.state = .failed
+        h.backend.emitToAll(.failed("daemon gone"))
+        h.clock.advance(by: .seconds(3))
+        h.backend.state = .running
+        h.backend.emitToAll(.restarted)
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")))
+        h.backend.add("Printer._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("printer.local.")))
+        h.backend.add("Printer._ipp._tcp.local.", .txt, .txt(txt))
+        h.backend.add("printer.local.", .a, .a([192, 0, 2, 7]))
+        var names: Set<DNSName> = []
+        for _ in 0..<6 {
+            h.clock.advance(by: .milliseconds(100))
+            for group in publisher.groups { names.formUnion(group.records.filter { $0.type == .srv }.map(\.name)) }
+        }
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")), interface: "eth2")
+        for _ in 0..<20 {
+            h.clock.advance(by: .milliseconds(100))
+            for group in publisher.groups { names.formUnion(group.records.filter { $0.type == .srv }.map(\.name)) }
+        }
+        #expect(names == [renamed], "never the local Printer's own name")
+        #expect(publisher.group(Self.printer)?.records.last?.name == renamed)
+        withExtendedLifetime(gateway) {}
+    }
+
     @Test("another router's identical announcement on the client link is no conflict (RFC 6762 §8.2): same name")
     func partnerRouter() throws {
         let (h, gateway, publisher) = harness()

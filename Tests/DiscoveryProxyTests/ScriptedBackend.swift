@@ -59,6 +59,12 @@ final class ScriptedBackend: MDNSBackend {
         for handle in matching { handle.deliver(event) }
     }
 
+    /// Delivers `event` to every live query, as the daemon going away (`.failed`) or coming
+    /// back (`.restarted`) does.
+    func emitToAll(_ event: MDNSEvent) {
+        for handle in handles.withLock({ $0.filter { !$0.isCancelled } }) { handle.deliver(event) }
+    }
+
     func add(_ name: String, _ type: RRType, _ rdata: RData, interface: String = "eth1") {
         let record = MDNSRecord(name: try! DNSName(name), type: type, rdata: try! rdata.wireBytes())
         emit(.added(record), name: name, type: type, interface: interface)

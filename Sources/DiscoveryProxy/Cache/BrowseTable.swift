@@ -167,7 +167,7 @@ struct BrowseTable: Sendable {
         var follow = Follow.none
         /// Records shown to subscribers as added or removed.
         var changes: [RecordChange] = []
-        /// The browse lost every record at once (the daemon went away or came back).
+        /// The browse lost every record at once, or started over (the daemon went away or came back).
         var cleared = false
         /// Anything an answer depends on changed: replays must stop (`ReplayTicket`).
         var invalidates = false
@@ -240,8 +240,11 @@ struct BrowseTable: Sendable {
             if !browse.records.isEmpty && !browse.waiters.isEmpty { reception.follow = .flushNow }
         case .failed, .restarted:
             // The daemon went away or came back: what we had may be stale. Start over, as
-            // a new query would (waiters keep their own deadlines).
-            reception.cleared = !browse.records.isEmpty
+            // a new query would (waiters keep their own deadlines). A restart is shown to
+            // subscribers as a clearing even when nothing was left: what they hold is rebuilt
+            // from here, and until the daemon has been asked again an absence means nothing
+            // (the gateway must not take a client link's name for free, `Gateway.clientSettle`).
+            reception.cleared = !browse.records.isEmpty || event == .restarted
             browse.records.removeAll()
             browse.hasResults = false
             browse.verifying = false

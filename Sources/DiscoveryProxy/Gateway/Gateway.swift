@@ -81,6 +81,9 @@ public final class Gateway: Sendable {
         var nextSession = 0
         /// Collisions seen per service group (the far instance's identity): its rename level.
         var renames: [MDNSGroup.Key: Int] = [:]
+        /// The rename level of each service group announced now: it keeps that name while the
+        /// client link's view is rebuilt (a browse started over), rather than being withdrawn.
+        var levels: [MDNSGroup.Key: Int] = [:]
         var published: [MDNSGroup] = []
         var status: [AnnouncementStatus] = []
         var problems: [String] = []
@@ -201,6 +204,7 @@ public final class Gateway: Sendable {
             publisher.reannounce()
         }
         let now = scheduler.now()
+        let mdnsRunning = proxy.mdnsState == .running
         var recheck: Duration?
         defer { if let recheck { arm(after: recheck) { _ in } } }
         let groups = model.withLock { model -> [MDNSGroup]? in
@@ -209,7 +213,12 @@ public final class Gateway: Sendable {
                 guard let index = model.routes.firstIndex(where: { $0.sink === sink }),
                     let key = model.routes[index].keysByID[subscription]
                 else { continue }
-                for change in changes { model.routes[index].records.apply(change, to: key) }
+                for change in changes {
+                    model.routes[index].records.apply(change, to: key)
+                    // The browse started over (the daemon went away or came back): until it has
+                    // been followed `clientSettle` again, what it lacks is unknown, not absent.
+                    if change.ttl == PushChange.removeSetTTL { model.routes[index].subscriptions[key]?.since = now }
+                }
             }
             for key in batch.collisions {
                 if let collided = model.published.first(where: { $0.key == key }) { proxy.forgetOwnPublication(collided) }
@@ -220,11 +229,20 @@ public final class Gateway: Sendable {
                     "gateway.renames": "\(model.renames[key] ?? 0)",
                 ])
             }
+            if !mdnsRunning {
+                // avahi is away, on some connection at least: every view is unknown, not empty,
+                // until it has been followed `clientSettle` after the daemon is back.
+                for index in model.routes.indices {
+                    for key in model.routes[index].subscriptions.keys { model.routes[index].subscriptions[key]?.since = now }
+                }
+            }
             for index in model.routes.indices {
                 follow(&model.routes[index], now: now)
                 model.routes[index].records.prune()
             }
-            let (groups, status, waiting) = Self.groups(model.routes, renames: model.renames, now: now)
+            let (groups, status, waiting, levels) = Self.groups(
+                model.routes, renames: model.renames, onAir: model.levels, now: now)
+            model.levels = levels
             recheck = waiting
             report(held: status, before: model.status)
             guard groups != model.published else {
@@ -308,12 +326,14 @@ public final class Gateway: Sendable {
 
     /// What every route's complete services become on their client links: one group per
     /// instance (PTR, type enumeration PTR, SRV, TXT) and one per host (A, AAAA). An instance
-    /// whose type the client link has not been followed for `clientSettle` waits; the third
-    /// value is when to look again.
+    /// whose type the client link has not been followed for `clientSettle` waits, unless it
+    /// is announced already (`onAir`: it keeps its name meanwhile); the third value is when
+    /// to look again, the fourth the level of each instance announced.
     private static func groups(
-        _ routes: [RouteState], renames: [MDNSGroup.Key: Int], now: Duration
-    ) -> ([MDNSGroup], [AnnouncementStatus], Duration?) {
+        _ routes: [RouteState], renames: [MDNSGroup.Key: Int], onAir: [MDNSGroup.Key: Int], now: Duration
+    ) -> ([MDNSGroup], [AnnouncementStatus], Duration?, [MDNSGroup.Key: Int]) {
         var groups: [MDNSGroup.Key: [MDNSRecord]] = [:]
+        var chosen: [MDNSGroup.Key: Int] = [:]
         var status: [AnnouncementStatus] = []
         var waiting: Duration?
         for state in routes {
@@ -348,17 +368,22 @@ public final class Gateway: Sendable {
                     let local = FarRecords.clientName(of: farType, route),
                     let since = state.subscriptions[RecordKey(name: local, type: .ptr)]?.since
                 else { continue }
+                let level: Int
                 if now - since < clientSettle {
                     waiting = min(waiting ?? .seconds(3600), clientSettle - (now - since))
-                    continue
+                    guard let announced = onAir[key] else { continue }
+                    level = max(announced, renames[key] ?? 0)
+                } else {
+                    guard let free = renameLevel(of: service, host: host, in: state, from: renames[key] ?? 0, now: now, waiting: &waiting)
+                    else { continue }
+                    level = free
                 }
-                guard let level = renameLevel(of: service, host: host, in: state, from: renames[key] ?? 0, now: now, waiting: &waiting)
-                else { continue }
                 let label = AnnouncementNames.instance(service.instance, far: route.far, renames: level)
                 guard let instance = try? typeName.prepending([label]),
                     let srv = try? RData.srv(priority: service.priority, weight: service.weight, port: service.port, target: host).wireBytes()
                 else { continue }
                 announced.append(String(decoding: label, as: UTF8.self) + "." + service.type)
+                chosen[key] = level
                 groups[key] = [
                     MDNSRecord(name: typeName, type: .ptr, rdata: instance.wireBytes),
                     MDNSRecord(name: servicesName, type: .ptr, rdata: typeName.wireBytes),
@@ -381,7 +406,7 @@ public final class Gateway: Sendable {
         }
         // Names were checked against the link's own instances: announced without probing.
         let published = groups.sorted { $0.key < $1.key }.map { MDNSGroup(key: $0.key, records: $0.value, probe: false) }
-        return (published, status, waiting)
+        return (published, status, waiting, chosen)
     }
 
     /// The first rename level, from `level` on, whose name the client link does not use: a
