@@ -1,10 +1,10 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 // Layers, one way: CLDNS (C) → DNSWire → MDNS (avahi, with CAvahiClient) → DiscoveryProxy
 // (pure logic over the MDNSBackend protocol) → AdminHTTP; DNSServer (NIO front ends) knows
-// none of them; ProxyApp composes everything → executables. DNSSDClient (→ dnssd-browse)
-// needs DNSWire only.
+// none of them; ProxyApp composes everything (its YAML through YAMLDocument, with CYAML) →
+// executables. DNSSDClient (→ dnssd-browse) needs DNSWire only.
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
@@ -23,10 +23,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
-        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        // Without its default traits: "FullFoundation" links all of Foundation, and with it ICU
+        // (37 MB of a static binary); "ConfigurationSupport" brings swift-configuration. The
+        // admin endpoint needs neither (docs/BENCHMARKS.md, "Footprint").
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
         // TLS for DNS Push (RFC 8765): already in the graph through Hummingbird's test client,
         // so BoringSSL is built once either way.
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
@@ -40,6 +42,7 @@ let package = Package(
         // avahi-client's -D_REENTRANT is a flag SwiftPM refuses).
         .systemLibrary(name: "CLDNS", providers: [.apt(["libldns-dev"])]),
         .systemLibrary(name: "CAvahiClient", providers: [.apt(["libavahi-client-dev"])]),
+        .systemLibrary(name: "CYAML", providers: [.apt(["libyaml-dev"])]),
 
         // Version and git revision, for both executables (GitRevision writes the revision).
         .target(name: "BuildInfo", swiftSettings: swiftSettings, plugins: ["GitRevision"]),
@@ -119,12 +122,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The configuration file's YAML, read by libyaml into plain Swift values.
+        .target(name: "YAMLDocument", dependencies: ["CYAML"], swiftSettings: swiftSettings),
         // Configuration (YAML + flags), validation and composition of the services.
         .target(
             name: "ProxyApp",
             dependencies: [
-                "DNSWire", "MDNS", "DiscoveryProxy", "DNSServer", "AdminHTTP", "BuildInfo",
-                .product(name: "Yams", package: "Yams"),
+                "DNSWire", "MDNS", "DiscoveryProxy", "DNSServer", "AdminHTTP", "BuildInfo", "YAMLDocument",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
@@ -167,6 +171,7 @@ let package = Package(
         ),
 
         .testTarget(name: "DNSWireTests", dependencies: ["DNSWire"], swiftSettings: swiftSettings),
+        .testTarget(name: "YAMLDocumentTests", dependencies: ["YAMLDocument"], swiftSettings: swiftSettings),
         .testTarget(name: "MDNSTests", dependencies: ["MDNS"], exclude: ["lab.sh"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AdminHTTPTests",

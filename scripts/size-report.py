@@ -47,7 +47,7 @@ C_RULES = [(re.compile(rx), comp) for rx, comp in [
     (r"icu_\d|icudt|^(swift_)?u(|col|brk|res|prv|cnv|set|loc|data|str|cal|num)_"
      r"|^swift_u[a-z]+_|^u[a-z]+_\w+_\d\d$|^(_ZL\d+)?(ucase|ubidi|norm2|uprops|props[VT])",
      "ICU"), (r"_swift_stdlib_", "Swift"),  # the stdlib's Unicode tables
-    (r"^_?ldns_", "libldns"), (r"^avahi_", "avahi-client"), (r"^yaml_", "CYaml (Yams)"),
+    (r"^_?ldns_", "libldns"), (r"^avahi_", "avahi-client"), (r"^yaml_", "libyaml"),
     (r"^_?_?dispatch_|^DISPATCH_", "libdispatch"),
     (r"^(_{0,2}CF|_{0,2}kCF)", "CoreFoundation"),
     (r"^_Z(T[VIS])?N?K?S[tabsiod]|^_ZN9__gnu_cxx|^_ZN10__cxxabiv1|^__cxa_|^__gxx_",

@@ -1,6 +1,10 @@
 public import Hummingbird
 public import Prometheus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import HTTPTypes
 import NIOCore
 

@@ -1,6 +1,10 @@
 public import DNSServer
 public import DiscoveryProxy
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// Where the admin server gets what it shows: implemented by the application, faked in tests.
 ///

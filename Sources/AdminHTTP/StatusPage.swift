@@ -1,7 +1,11 @@
 import DNSWire
 import DNSServer
 import DiscoveryProxy
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The server-rendered status page at `/`: one self-contained HTML document (inline CSS, no
 /// scripts, no external assets) that refreshes itself every 10 s.

@@ -2,7 +2,11 @@ import AdminHTTP
 import BuildInfo
 import DNSServer
 import DiscoveryProxy
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import MDNS
 
 /// The running daemon as the admin endpoint sees it: one snapshot per request, read from the

@@ -1,8 +1,12 @@
 import DNSServer
 import DNSWire
 import DiscoveryProxy
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
-import Yams
+#endif
+import YAMLDocument
 
 extension AppConfiguration {
     /// Reads the YAML file (see config/discovery-proxy.yaml for every key). Returns what could
@@ -13,7 +17,7 @@ extension AppConfiguration {
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            return (AppConfiguration(), [ConfigError(key: "--config", value: path, reason: "cannot read file: \(error.localizedDescription)", isWholeFile: true)])
+            return (AppConfiguration(), [ConfigError(key: "--config", value: path, reason: "cannot read file: \(SystemText.reason(error))", isWholeFile: true)])
         }
         return parse(yaml: text, source: path)
     }
@@ -21,7 +25,7 @@ extension AppConfiguration {
     public static func parse(yaml text: String, source: String = "config") -> (AppConfiguration, [ConfigError]) {
         let document: Any?
         do {
-            document = try Yams.load(yaml: text)
+            document = try YAMLDocument.load(text)
         } catch {
             return (AppConfiguration(), [ConfigError(key: source, reason: "not valid YAML: \(error)", isWholeFile: true)])
         }

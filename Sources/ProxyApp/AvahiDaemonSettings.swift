@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What avahi-daemon.conf says about publishing, for `--check-config`'s gateway warnings: the
 /// gateway announces through the system's avahi-daemon, which refuses when publishing is
@@ -22,15 +26,15 @@ struct AvahiDaemonSettings: Equatable {
         var settings = AvahiDaemonSettings(path: path)
         var section = ""
         for raw in text.split(whereSeparator: \.isNewline) {
-            let line = raw.trimmingCharacters(in: .whitespaces)
+            let line = raw.trimmed()
             if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
             if line.hasPrefix("[") {
-                section = line.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).lowercased()
+                section = line.filter { $0 != "[" && $0 != "]" }.trimmed().lowercased()
                 continue
             }
-            let parts = line.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            let parts = line.split(separator: "=", maxSplits: 1).map { $0.trimmed() }
             guard parts.count == 2 else { continue }
-            let list = parts[1].split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let list = parts[1].split(separator: ",").map { $0.trimmed() }.filter { !$0.isEmpty }
             switch (section, parts[0].lowercased()) {
             case ("publish", "disable-publishing"): settings.disablePublishing = parts[1].lowercased() == "yes"
             case ("server", "allow-interfaces"): settings.allowInterfaces = list

@@ -4,7 +4,11 @@ import Glibc
 import Darwin
 #endif
 import DiscoveryProxy
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The host's network interfaces and their prefixes, read with getifaddrs(3).
 public struct InterfaceTable: Sendable {
@@ -56,7 +60,7 @@ public struct InterfaceTable: Sendable {
             }
         }
         let groupLimit = (try? String(contentsOfFile: "/proc/sys/net/ipv4/igmp_max_memberships", encoding: .utf8))
-            .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            .flatMap { Int($0.trimmed()) }
         return InterfaceTable(
             prefixes: table, addresses: hosts, up: up, uplinks: defaultRouteInterfaces(),
             ipv4MulticastGroupLimit: groupLimit)

@@ -1,6 +1,15 @@
 import AdminHTTP
 import DNSServer
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import NIOCore
 
 /// Who holds a local port, read from /proc (Linux), so that "address already in use" can name
@@ -18,7 +27,7 @@ enum PortHolder {
                     inodes.contains(target)
                 else { continue }
                 let command = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?
-                    .trimmingCharacters(in: .whitespacesAndNewlines)
+                    .trimmed()
                 return "\(command ?? "process") (pid \(pid))"
             }
         }
@@ -47,7 +56,7 @@ extension StartupError {
     /// A DNS listener that could not bind, with who holds the port and the flag that moves it.
     init(_ error: DNSServerError) {
         var text = "\(error)"
-        if error.code == .cannotListen, error.reason == String(cString: strerror(EADDRINUSE)),
+        if error.code == .cannotListen, error.reason == SystemText.errno(EADDRINUSE),
             let match = error.address.firstMatch(of: /:(\d+)\/(udp|tcp|tls)$/), let port = Int(match.1)
         {
             if let holder = PortHolder.describe(port: port, udp: match.2 == "udp") { text += ", held by \(holder)" }
@@ -64,7 +73,7 @@ extension StartupError {
             self.init("admin HTTP server cannot listen on \(address): \(error.underlying)")
             return
         }
-        var text = "admin HTTP server cannot listen on \(address)/tcp: \(String(cString: strerror(io.errnoCode)))"
+        var text = "admin HTTP server cannot listen on \(address)/tcp: \(SystemText.errno(io.errnoCode))"
         if io.errnoCode == EADDRINUSE {
             if let holder = PortHolder.describe(port: error.port, udp: false) { text += ", held by \(holder)" }
             text += "; stop that program, or move the admin endpoint with --admin ADDR:PORT (or --admin off)"

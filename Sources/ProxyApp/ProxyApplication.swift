@@ -2,7 +2,11 @@ import AdminHTTP
 import DNSServer
 import DNSWire
 import DiscoveryProxy
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import MDNS
 import Prometheus

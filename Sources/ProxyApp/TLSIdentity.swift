@@ -1,6 +1,10 @@
 import Crypto
 import DNSWire
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import SwiftASN1
 import X509
 
@@ -38,7 +42,7 @@ struct TLSIdentity: Sendable {
             try files.createDirectory(atPath: settings.stateDirectory, withIntermediateDirectories: true,
                 attributes: [.posixPermissions: 0o700])
         } catch {
-            throw StartupError("cannot create the state directory \(settings.stateDirectory): \(error.localizedDescription)")
+            throw StartupError("cannot create the state directory \(settings.stateDirectory): \(SystemText.reason(error))")
         }
         let (certificatePEM, keyPEM) = try selfSigned(serverName: serverName)
         // The key first and private, so a crash never leaves a certificate without its key.
@@ -83,20 +87,20 @@ struct TLSIdentity: Sendable {
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            throw StartupError("cannot read the TLS certificate \(path): \(error.localizedDescription)")
+            throw StartupError("cannot read the TLS certificate \(path): \(SystemText.reason(error))")
         }
         return try fingerprint(ofPEM: text, file: path)
     }
 
     /// The first certificate of a PEM text.
     static func fingerprint(ofPEM text: String, file: String) throws -> String {
-        let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+        let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmed() }
         guard let begin = lines.firstIndex(of: "-----BEGIN CERTIFICATE-----"),
             let end = lines[begin...].firstIndex(of: "-----END CERTIFICATE-----"),
             let der = Data(base64Encoded: lines[(begin + 1)..<end].joined())
         else {
             throw StartupError("no PEM certificate in \(file)")
         }
-        return SHA256.hash(data: der).map { String(format: "%02X", $0) }.joined(separator: ":")
+        return SHA256.hash(data: der).map(SystemText.hex).joined(separator: ":")
     }
 }

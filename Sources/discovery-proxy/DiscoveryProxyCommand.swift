@@ -1,7 +1,17 @@
 import ArgumentParser
 import BuildInfo
 import DNSWire
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import Metrics
 import Prometheus
@@ -221,6 +231,7 @@ struct DiscoveryProxyCommand: ParsableCommand {
     }
 
     private func printError(_ line: String) {
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+        let text = Array((line + "\n").utf8)
+        _ = text.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
     }
 }
