@@ -24,8 +24,10 @@ a released browse's last results, ARCHITECTURE "Life of a browse") may be stale 
 a generation that was once published. Timeouts, SERVFAIL and connection errors count as
 errors, not wrong answers.
 
-Resident memory (VmRSS of the proxy) is sampled every 10 s; growth is the last sample over the
-first one after --warmup seconds. Exit status 1 when an answer was wrong, the proxy died,
+Resident memory (VmRSS of the proxy) is sampled every --sample seconds (10); growth is the last
+sample over the first one after --warmup seconds, and the slope (KiB per minute) is the
+least-squares line through the samples after the warm-up: the figure for a leak, as one sample
+can land on a heap's growth step. Exit status 1 when an answer was wrong, the proxy died,
 errors exceed --max-error-pct, nothing was checked, or RSS grew more than --max-rss-growth
 percent (0 = report only).
 """
@@ -285,6 +287,19 @@ def churn(lab, truth, rng, period, t_end, stop):
     return n
 
 
+def rss_slope(samples):
+    """Least-squares slope of (seconds, KiB) samples, in KiB per minute; None with < 3 samples."""
+    if len(samples) < 3:
+        return None
+    n = len(samples)
+    mt = sum(t for t, _k in samples) / n
+    mk = sum(k for _t, k in samples) / n
+    var = sum((t - mt) ** 2 for t, _k in samples)
+    if var == 0:
+        return None
+    return 60.0 * sum((t - mt) * (k - mk) for t, k in samples) / var
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=2.0)
@@ -294,6 +309,9 @@ def main(argv=None):
     ap.add_argument("--warmup", type=float, default=None,
                     help="seconds before the first RSS sample that counts (default: 25%% of the run, <= 300)")
     ap.add_argument("--max-rss-growth", type=float, default=5.0, help="percent; 0 = report only")
+    ap.add_argument("--max-rss-slope", type=float, default=None,
+                    help="KiB per minute, either way, over the samples after the warm-up (default: not checked)")
+    ap.add_argument("--sample", type=float, default=10.0, help="seconds between RSS samples (default 10)")
     ap.add_argument("--max-error-pct", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--window", type=float, default=WINDOW,
@@ -344,7 +362,7 @@ def run(lab, args, duration, warmup):
                 break
             if now >= next_sample:
                 rss.append((round(now - t_start, 1), rss_kib(pid)))
-                next_sample += 10
+                next_sample += args.sample
             if now - last_report >= 60:
                 last_report = now
                 print("soak: %4.0fs checked %d wrong %d errors %d RSS %d KiB" % (
@@ -368,6 +386,7 @@ def run(lab, args, duration, warmup):
     counted = [kib for t, kib in rss if t >= warmup] or [kib for _t, kib in rss]
     rss_start, rss_end = counted[0], counted[-1]
     growth = 100.0 * (rss_end - rss_start) / rss_start if rss_start else 0.0
+    slope = rss_slope([(t, kib) for t, kib in rss if t >= warmup])
     figures = {
         "minutes": args.minutes, "rate": args.rate, "queries_sent": sent, "skipped": skipped,
         "answers_checked": stats.checked, "wrong": stats.wrong, "errors": stats.errors,
@@ -377,6 +396,7 @@ def run(lab, args, duration, warmup):
         "publish_withdraw_events": churns[0] if churns else None, "proxy_crashed": crashed,
         "rss_warmup_s": warmup, "rss_start_kib": rss_start, "rss_end_kib": rss_end,
         "rss_max_kib": max(kib for _t, kib in rss), "rss_growth_pct": round(growth, 2),
+        "rss_slope_kib_per_min": None if slope is None else round(slope, 3),
         "rss_samples": rss, "wrong_samples": stats.wrong_samples,
     }
     if args.report:
@@ -384,11 +404,11 @@ def run(lab, args, duration, warmup):
             json.dump(figures, f, indent=1)
     print("soak: %.1f min at %.0f q/s: %d queries (%d UDP, %d TCP, %d TC->TCP), %d answers checked, "
           "%d wrong, %d errors %s, %d ambiguous instance checks, %d optimistic, %s publish/withdraw; "
-          "RSS %d -> %d KiB after %.0fs warm-up (%+.2f%%, max %d)" % (
+          "RSS %d -> %d KiB after %.0fs warm-up (%+.2f%%, max %d, slope %s KiB/min)" % (
               args.minutes, args.rate, sent, stats.by_transport["udp"], stats.by_transport["tcp"],
               stats.truncated, stats.checked, stats.wrong, stats.errors, stats.error_kinds,
               stats.ambiguous, stats.optimistic, figures["publish_withdraw_events"], rss_start, rss_end,
-              warmup, growth, figures["rss_max_kib"]))
+              warmup, growth, figures["rss_max_kib"], "n/a" if slope is None else "%+.2f" % slope))
     for w in stats.wrong_samples:
         print("  wrong: %s" % w)
     failures = []
@@ -403,6 +423,8 @@ def run(lab, args, duration, warmup):
         failures.append("%d errors in %d queries (over %.1f%%)" % (stats.errors, sent, args.max_error_pct))
     if args.max_rss_growth > 0 and growth > args.max_rss_growth:
         failures.append("RSS grew %.2f%% (limit %.1f%%)" % (growth, args.max_rss_growth))
+    if args.max_rss_slope is not None and slope is not None and abs(slope) > args.max_rss_slope:
+        failures.append("RSS slope %+.2f KiB/min after the warm-up (limit +/-%.1f)" % (slope, args.max_rss_slope))
     print("soak: %s" % ("FAILED: " + "; ".join(failures) if failures else "passed"))
     return 1 if failures else 0
 

@@ -3,7 +3,7 @@ cold-miss latency next to avahi-browse, hit latency at half load, memory per ins
 scaling, optimistic answers, answers through real recursive resolvers (issue 15), many links
 on one proxy (issue 16). Runs in the integration suite's namespace lab (and the campus lab).
 
-Usage (root): scripts/bench.sh [--smoke] [--json OUT] [--proxy-bin PATH] [--profile DIR] [--only ROWS]"""
+Usage (root): scripts/bench.sh [--smoke] [--json OUT] [--proxy-bin PATH] [--profile DIR] [--only ROWS] [--deb PATH]"""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(REPO, "Tests", "integration"))
 sys.path.insert(0, HERE)
 
 import lab  # noqa: E402
+import footprint  # noqa: E402
 import gateway as gatewayrow  # noqa: E402
 import links as linksrow  # noqa: E402
 import perfprofile  # noqa: E402
@@ -46,12 +47,15 @@ def parse_args(argv):
     ap.add_argument("--only", metavar="ROWS", type=_rows,
                     help="run only these rows, comma-separated, of: %s (warming and the reference "
                          "servers come along where a row needs them; latency needs throughput)" % ", ".join(ROWS))
+    ap.add_argument("--deb", metavar="PATH",
+                    help="the Debian package to weigh in the footprint row (e.g. ../discovery-proxy_*.deb)")
     ap.add_argument("--links", metavar="N", type=int,
                     help="links for the links row (default 200, 5 with --smoke; at most %d)" % linksrow.C.MAX_LINKS)
     return ap.parse_args(argv)
 
 
-ROWS = ("cold", "throughput", "latency", "scaling", "tcp-held", "optimistic", "memory", "resolvers", "links", "gateway")
+ROWS = ("cold", "throughput", "latency", "scaling", "tcp-held", "optimistic", "memory", "footprint", "resolvers",
+        "links", "gateway")
 
 
 def _rows(text):
@@ -159,6 +163,9 @@ def main(argv):
         if "memory" in want:
             log("d. memory")
             phases.memory(run)
+        if "footprint" in want:
+            log("j. footprint: binary, package, idle memory beside knotd and avahi-daemon")
+            footprint.run(run, deb=args.deb)
         lab_.stop()   # the links row has a lab of its own (campus_lab.py): a quiet machine for it
         if "links" in want:
             linksrow.run(report, binary, log, smoke=args.smoke, links=args.links)

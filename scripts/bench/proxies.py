@@ -8,7 +8,7 @@ import re
 import lab
 
 # Ports in the router namespace: DNS on PORT, admin on PORT + 3000 (the lab's rule).
-MAIN_PORT, OPTIMISTIC_PORT, MEMORY_PORT, NOREPLAY_PORT = 5300, 5301, 5302, 5303
+MAIN_PORT, OPTIMISTIC_PORT, MEMORY_PORT, NOREPLAY_PORT, FOOTPRINT_PORT = 5300, 5301, 5302, 5303, 5304
 
 # Limits raised so that the set-up itself is not throttled: warming 5000 instances
 # starts ~10000 mDNS queries (default 20/s per link, RFC 8766 §9.3) and uses more avahi
@@ -33,8 +33,10 @@ avahi:
 
 
 class Proxy:
-    def __init__(self, lab_, binary, port, name, idle_timeout=600, extra_args=(), extra_config=""):
+    def __init__(self, lab_, binary, port, name, idle_timeout=600, extra_args=(), extra_config="", links=None):
+        """`links`: [(interface, zone)] instead of the lab's two links."""
         self.lab, self.binary, self.port, self.name = lab_, binary, port, name
+        self.links = links
         self.admin_port = port + 3000
         self.config = os.path.join(lab_.dir, "%s.yaml" % name)
         with open(self.config, "w") as f:
@@ -43,8 +45,12 @@ class Proxy:
         self.proc = None
 
     def start(self):
-        self.proc = self.lab.start_proxy(self.args, name=self.name, port=self.port, v6=False,
-                                         binary=self.binary, log_level="notice")
+        args = self.args
+        if self.links is not None:
+            args = [a for interface, zone in self.links for a in ("--link", "%s=%s" % (interface, zone))] + args
+        self.proc = self.lab.start_proxy(args, name=self.name, port=self.port, v6=False, binary=self.binary,
+                                         log_level="notice", links=self.links is None,
+                                         apex=self.links[0][1] if self.links else lab.ZONE1)
         return self
 
     @property
