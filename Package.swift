@@ -32,9 +32,6 @@ let package = Package(
         // TLS for DNS Push (RFC 8765): already in the graph through Hummingbird's test client,
         // so BoringSSL is built once either way.
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
-        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
-        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
-        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
     ],
     targets: [
         // C libraries from Debian: libldns-dev, libavahi-client-dev. Headers are in /usr/include
@@ -122,13 +119,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The DNS Push listener's self-signed identity, made with the system's OpenSSL libcrypto
+        // (libldns loads it already): no second BoringSSL beside swift-nio-ssl's.
+        .target(name: "CTLSIdentity", linkerSettings: [.linkedLibrary("crypto")]),
         // The configuration file's YAML, read by libyaml into plain Swift values.
         .target(name: "YAMLDocument", dependencies: ["CYAML"], swiftSettings: swiftSettings),
         // Configuration (YAML + flags), validation and composition of the services.
         .target(
             name: "ProxyApp",
             dependencies: [
-                "DNSWire", "MDNS", "DiscoveryProxy", "DNSServer", "AdminHTTP", "BuildInfo", "YAMLDocument",
+                "DNSWire", "MDNS", "DiscoveryProxy", "DNSServer", "AdminHTTP", "BuildInfo", "YAMLDocument", "CTLSIdentity",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
@@ -137,9 +137,6 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -184,7 +181,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "DNSSDClientTests", dependencies: ["DNSSDClient", "DNSWire"], swiftSettings: swiftSettings),
-        .testTarget(name: "ProxyAppTests", dependencies: ["ProxyApp", "DiscoveryProxy", "DNSWire", "DNSServer"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "ProxyAppTests",
+            dependencies: [
+                "ProxyApp", "DiscoveryProxy", "DNSWire", "DNSServer", .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings),
         .testTarget(
             name: "DiscoveryProxyTests",
             dependencies: [

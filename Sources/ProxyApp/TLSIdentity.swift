@@ -1,12 +1,15 @@
-import Crypto
+import CTLSIdentity
 import DNSWire
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import SwiftASN1
-import X509
 
 /// The certificate and key the DNS Push TLS listener presents.
 struct TLSIdentity: Sendable {
@@ -56,30 +59,24 @@ struct TLSIdentity: Sendable {
             fingerprint: try fingerprint(ofPEM: certificatePEM, file: certificateFile), generated: true)
     }
 
-    static func selfSigned(serverName: DNSName, now: Date = Date()) throws -> (certificate: String, key: String) {
-        let host = "\(serverName)".hasSuffix(".") ? String("\(serverName)".dropLast()) : "\(serverName)"
-        do {
-            let key = P256.Signing.PrivateKey()
-            let name = try DistinguishedName { CommonName(host.isEmpty ? "discovery-proxy" : host) }
-            let certificate = try Certificate(
-                version: .v3,
-                serialNumber: Certificate.SerialNumber(),
-                publicKey: Certificate.PublicKey(key.publicKey),
-                notValidBefore: now - 3600,
-                notValidAfter: now + 10 * 365 * 86400,
-                issuer: name,
-                subject: name,
-                signatureAlgorithm: .ecdsaWithSHA256,
-                extensions: try Certificate.Extensions {
-                    Critical(BasicConstraints.notCertificateAuthority)
-                    SubjectAlternativeNames([.dnsName(host)])
-                    try ExtendedKeyUsage([.serverAuth])
-                },
-                issuerPrivateKey: Certificate.PrivateKey(key))
-            return (try certificate.serializeAsPEM().pemString, key.pemRepresentation)
-        } catch {
-            throw StartupError("cannot make a self-signed TLS certificate: \(error)")
+    /// An ECDSA P-256 key (PKCS #8 PEM) and a self-signed certificate for the server name,
+    /// valid for 10 years (CTLSIdentity, on the system's libcrypto).
+    static func selfSigned(serverName: DNSName) throws -> (certificate: String, key: String) {
+        let text = "\(serverName)"
+        let host = text.hasSuffix(".") ? String(text.dropLast()) : text
+        var certificate: UnsafeMutablePointer<CChar>?
+        var key: UnsafeMutablePointer<CChar>?
+        var error = [CChar](repeating: 0, count: 256)
+        let made = dp_tls_self_signed(host.isEmpty ? "discovery-proxy" : host, 3650, &certificate, &key, &error, error.count)
+        defer {
+            free(certificate)
+            free(key)
         }
+        guard made == 0, let certificate, let key else {
+            let reason = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            throw StartupError("cannot make a self-signed TLS certificate: \(reason)")
+        }
+        return (String(cString: certificate), String(cString: key))
     }
 
     static func fingerprint(ofPEMFile path: String) throws -> String {
@@ -101,6 +98,10 @@ struct TLSIdentity: Sendable {
         else {
             throw StartupError("no PEM certificate in \(file)")
         }
-        return SHA256.hash(data: der).map(SystemText.hex).joined(separator: ":")
+        var digest = [UInt8](repeating: 0, count: 32)
+        guard der.withUnsafeBytes({ dp_tls_sha256($0.bindMemory(to: UInt8.self).baseAddress, $0.count, &digest) }) == 0 else {
+            throw StartupError("cannot hash the certificate in \(file)")
+        }
+        return digest.map(SystemText.hex).joined(separator: ":")
     }
 }
