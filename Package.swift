@@ -111,12 +111,18 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .executableTarget(
-            name: "dnssd-browse",
+        // The dnssd-browse command, in a library so that discovery-proxy can be it too.
+        .target(
+            name: "DNSSDBrowseCommand",
             dependencies: [
                 "DNSSDClient", "DNSWire", "BuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "dnssd-browse",
+            dependencies: ["DNSSDBrowseCommand", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings
         ),
         // The DNS Push listener's self-signed identity, made with the system's OpenSSL libcrypto
@@ -143,7 +149,7 @@ let package = Package(
         .executableTarget(
             name: "discovery-proxy",
             dependencies: [
-                "ProxyApp", "BuildInfo",
+                "ProxyApp", "BuildInfo", "DNSSDBrowseCommand",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

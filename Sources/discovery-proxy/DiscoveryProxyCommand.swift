@@ -26,7 +26,6 @@ private func number(_ value: Double) -> String {
     value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(value)
 }
 
-@main
 struct DiscoveryProxyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "discovery-proxy",

@@ -9,8 +9,10 @@ import Glibc
 import Darwin
 #endif
 
-struct DNSSDBrowse: ParsableCommand {
-    static let configuration = CommandConfiguration(
+/// `dnssd-browse`. A library target, so that the package's one executable can be this command
+/// too when run by that name (`discovery-proxy`'s main.swift).
+public struct DNSSDBrowse: ParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "dnssd-browse",
         abstract: "Browse and resolve DNS-SD services over unicast DNS (RFC 6763), e.g. through a Discovery Proxy.",
         usage: """
@@ -103,7 +105,9 @@ struct DNSSDBrowse: ParsableCommand {
         return .browse
     }
 
-    func validate() throws {
+    public init() {}
+
+    public func validate() throws {
         guard [self.resolve, self.types, self.domains].filter({ $0 }).count <= 1 else {
             throw ValidationError("--resolve, --types and --domains exclude each other")
         }
@@ -131,7 +135,7 @@ struct DNSSDBrowse: ParsableCommand {
         }
     }
 
-    func run() throws {
+    public func run() throws {
         do {
             try self.execute()
         } catch {
