@@ -56,7 +56,7 @@ extension StartupError {
     /// A DNS listener that could not bind, with who holds the port and the flag that moves it.
     init(_ error: DNSServerError) {
         var text = "\(error)"
-        if error.code == .cannotListen, error.reason == SystemText.errno(EADDRINUSE),
+        if error.code == .cannotListen, error.reason == SystemText.errnoText(EADDRINUSE),
             let match = error.address.firstMatch(of: /:(\d+)\/(udp|tcp|tls)$/), let port = Int(match.1)
         {
             if let holder = PortHolder.describe(port: port, udp: match.2 == "udp") { text += ", held by \(holder)" }
@@ -73,7 +73,7 @@ extension StartupError {
             self.init("admin HTTP server cannot listen on \(address): \(error.underlying)")
             return
         }
-        var text = "admin HTTP server cannot listen on \(address)/tcp: \(SystemText.errno(io.errnoCode))"
+        var text = "admin HTTP server cannot listen on \(address)/tcp: \(SystemText.errnoText(io.errnoCode))"
         if io.errnoCode == EADDRINUSE {
             if let holder = PortHolder.describe(port: error.port, udp: false) { text += ", held by \(holder)" }
             text += "; stop that program, or move the admin endpoint with --admin ADDR:PORT (or --admin off)"

@@ -65,7 +65,7 @@ public struct UnprivilegedUser: Sendable, Equatable {
     }
 
     private func failure(_ call: String) -> StartupError {
-        StartupError("--user \(name): \(call) failed: \(String(cString: strerror(errno)))")
+        StartupError("--user \(name): \(call) failed: \(SystemText.errnoText(errno))")
     }
 }
 

@@ -23,14 +23,14 @@ extension StringProtocol {
 
 enum SystemText {
     /// The C library's text for an errno value: "Address already in use".
-    static func errno(_ code: Int32) -> String { String(cString: strerror(code)) }
+    static func errnoText(_ code: Int32) -> String { String(cString: strerror(code)) }
 
     /// Why a file could not be read or written, as `localizedDescription` said it with full
     /// Foundation: the errno's text ("No such file or directory") when there is one.
     static func reason(_ error: any Error) -> String {
-        if let posix = error as? POSIXError { return Self.errno(posix.code.rawValue) }
+        if let posix = error as? POSIXError { return errnoText(posix.code.rawValue) }
         if let cocoa = error as? CocoaError, let posix = cocoa.userInfo["NSUnderlyingError"] as? POSIXError {
-            return Self.errno(posix.code.rawValue)
+            return errnoText(posix.code.rawValue)
         }
         return "\(error)"
     }

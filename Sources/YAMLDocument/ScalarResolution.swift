@@ -9,7 +9,6 @@ enum ScalarResolution {
     static func value(_ text: String, plain: Bool, tag: String?) -> Any {
         if let tag, tag.hasPrefix(tagPrefix) {
             switch tag.dropFirst(tagPrefix.count) {
-            case "str" where !plain: return text
             case "null": return YAMLNull()
             case "bool": return bool(text) ?? text
             case "int": return int(text) ?? text

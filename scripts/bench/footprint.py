@@ -14,8 +14,6 @@ import subprocess
 import tempfile
 import time
 
-import dns.message
-import dns.query
 import dns.rdatatype
 
 import lab
@@ -45,9 +43,8 @@ def _ask_first_queries(port):
     """The first queries a client sends: the apex SOA, the browse domains, a service type."""
     names = [(lab.ZONE1, dns.rdatatype.SOA), ("b._dns-sd._udp." + lab.ZONE1, dns.rdatatype.PTR),
              ("_services._dns-sd._udp." + lab.ZONE1, dns.rdatatype.PTR), ("_ipp._tcp." + lab.ZONE1, dns.rdatatype.PTR)]
-    with lab.netns(lab.NS_R):
-        for name, rdtype in names:
-            dns.query.udp(dns.message.make_query(name, rdtype), lab.PROXY_ADDR, port=port, timeout=3)
+    for name, rdtype in names:
+        probes.ask(name, rdtype, port, timeout=3.0)
 
 
 def run(run_, deb=None):
