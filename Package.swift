@@ -10,6 +10,16 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+// Release executables on Linux (the .deb, Docker, install.sh; docs/BENCHMARKS.md "Footprint,
+// step 4"): lld packs the relative relocations (DT_RELR, glibc >= 2.36) and exports no
+// symbols, which the static runtime's -export-dynamic would add. The Swift backtracer
+// names no frame from those exports in a stripped binary anyway: debug symbols do.
+let releaseLinkerSettings: [LinkerSetting] = [
+    .unsafeFlags(
+        ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"],
+        .when(platforms: [.linux], configuration: .release)),
+]
+
 let package = Package(
     name: "discovery-proxy",
     platforms: [.macOS(.v15)],
@@ -123,7 +133,8 @@ let package = Package(
         .executableTarget(
             name: "dnssd-browse",
             dependencies: ["DNSSDBrowseCommand", .product(name: "ArgumentParser", package: "swift-argument-parser")],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: releaseLinkerSettings
         ),
         // The DNS Push listener's self-signed identity, made with the system's OpenSSL libcrypto
         // (libldns loads it already): no second BoringSSL beside swift-nio-ssl's.
@@ -155,7 +166,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: releaseLinkerSettings
         ),
 
         // libFuzzer harnesses (decode, query path, TCP framing); scripts/fuzz.sh builds them with

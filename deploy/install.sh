@@ -2,7 +2,8 @@
 # Installs discovery-proxy on a systemd host (Debian 12 and similar). Build first:
 #   swift build -c release --static-swift-stdlib     # no Swift runtime needed on the router
 #   sudo deploy/install.sh [--no-avahi] [--avahi-interfaces eth1,eth2]
-# Installs dnssd-browse too, if built. Re-running upgrades the binaries and unit and never
+# dnssd-browse is installed as a link to discovery-proxy, which runs that command when called
+# by that name (as in the Debian package). Re-running upgrades the binary and unit and never
 # overwrites an existing /etc/discovery-proxy/discovery-proxy.yaml (the new default goes
 # next to it as discovery-proxy.yaml.dist).
 # DESTDIR=/tmp/stage deploy/install.sh  stages the files under /tmp/stage only: no root
@@ -41,11 +42,10 @@ fi
 
 install -d -m 0755 "$destdir/usr/local/bin" "$destdir/etc/discovery-proxy" \
     "$destdir/etc/systemd/system" "$destdir/usr/local/share/doc/discovery-proxy"
-for bin in discovery-proxy dnssd-browse; do
-    if [ -x "$build_dir/$bin" ]; then
-        install -m 0755 "$build_dir/$bin" "$destdir/usr/local/bin/$bin"; say "installed /usr/local/bin/$bin"
-    fi
-done
+install -m 0755 "$build_dir/discovery-proxy" "$destdir/usr/local/bin/discovery-proxy"
+say "installed /usr/local/bin/discovery-proxy"
+ln -sf discovery-proxy "$destdir/usr/local/bin/dnssd-browse"
+say "installed /usr/local/bin/dnssd-browse (a link to discovery-proxy)"
 
 # The unit runs as a DynamicUser, so the file must be world-readable (it holds no secrets).
 config=$destdir/etc/discovery-proxy/discovery-proxy.yaml
