@@ -11,7 +11,7 @@ fi
 
 # Debian packages the build and the tests need; installed only when missing.
 DEPS=(libldns-dev libavahi-client-dev libyaml-dev libssl-dev avahi-daemon avahi-utils dbus dnsutils
-      python3-dnspython python3-zeroconf python3-pytest python3-jsonschema iproute2 nftables tcpdump
+      python3-dnspython python3-zeroconf python3-pytest python3-jsonschema iproute2 nftables iptables libnetfilter-queue1 tcpdump
       pkg-config procps util-linux chromium knot nsd dnsperf
       unbound bind9 knot-resolver pdns-recursor dnsmasq-base man-db groff-base zonemaster-cli dnsviz
       debhelper lintian)

@@ -29,6 +29,7 @@ import perfprofile  # noqa: E402
 import phases  # noqa: E402
 import probes  # noqa: E402
 import resolvers  # noqa: E402
+import slowlinks  # noqa: E402
 import benchsite as sitemod  # noqa: E402
 from proxies import MAIN_PORT, Proxy  # noqa: E402
 from report import Report  # noqa: E402
@@ -55,7 +56,7 @@ def parse_args(argv):
 
 
 ROWS = ("cold", "throughput", "latency", "scaling", "tcp-held", "optimistic", "memory", "footprint", "resolvers",
-        "links", "gateway")
+        "slow-links", "links", "gateway")
 
 
 def _rows(text):
@@ -166,6 +167,9 @@ def main(argv):
         if "footprint" in want:
             log("j. footprint: binary, package, idle memory beside knotd and avahi-daemon")
             footprint.run(run, deb=args.deb)
+        if "slow-links" in want:
+            log("k. slow links: cold browses on a conditioned link 1")
+            slowlinks.run(run, smoke=args.smoke)
         lab_.stop()   # the links row has a lab of its own (campus_lab.py): a quiet machine for it
         if "links" in want:
             linksrow.run(report, binary, log, smoke=args.smoke, links=args.links)

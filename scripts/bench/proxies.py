@@ -8,7 +8,7 @@ import re
 import lab
 
 # Ports in the router namespace: DNS on PORT, admin on PORT + 3000 (the lab's rule).
-MAIN_PORT, OPTIMISTIC_PORT, MEMORY_PORT, NOREPLAY_PORT, FOOTPRINT_PORT = 5300, 5301, 5302, 5303, 5304
+MAIN_PORT, OPTIMISTIC_PORT, MEMORY_PORT, NOREPLAY_PORT, FOOTPRINT_PORT, SLOW_PORT = 5300, 5301, 5302, 5303, 5304, 5305
 
 # Limits raised so that the set-up itself is not throttled: warming 5000 instances
 # starts ~10000 mDNS queries (default 20/s per link, RFC 8766 §9.3) and uses more avahi

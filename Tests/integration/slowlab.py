@@ -1,0 +1,81 @@
+"""The lab's slow link 1 (issue 29), for test_slow_links.py and the benchmark's slow-links row:
+the conditioner on the router's interface to link 1, and service types the router has
+never heard of, so that a query really crosses the conditioned link."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+
+import dns.rdatatype
+
+import conditioner as C
+import lab as L
+from helpers import name, rrset, unique
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@contextlib.contextmanager
+def conditioned(lab, profile, seed=1, interface=L.R_IF1):
+    """The router's `interface` under `profile` for the body; yields the conditioner's summary
+    (a dict), filled when the body ends."""
+    proc = lab.spawn(L.NS_R, [sys.executable, os.path.join(HERE, "conditioner.py"), "--interface", interface,
+                              "--profile", profile, "--seed", str(seed)],
+                     "conditioner", stdout=subprocess.PIPE)
+    summary = {}
+    try:
+        L.wait_for(lambda: "link-conditioner: %s on" % profile in lab.log_text("conditioner", 20), 10,
+                   what="the conditioner to install its rules")
+        yield summary
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=15)
+        lab.stop_proc("conditioner")
+        if out.strip():
+            summary.update(json.loads(out))
+
+
+@contextlib.contextmanager
+def fresh_type(lab, count=3, prefix="sl"):
+    """`count` instances of a new service type on link 1 (the lab's zeroconf responder),
+    published while the router drops mDNS from link 1, so that its avahi-daemon caches none of
+    their announcements. Yields (type label, instance names in zone 1); withdraws them after."""
+    stype = "_" + unique(prefix)[:13]
+    keys = []
+    block = ["INPUT", "-i", L.R_IF1, "-p", "udp", "--sport", "5353", "-j", "DROP"]
+    for ipt in C.IPTABLES:
+        L.nsrun(L.NS_R, [ipt, "-I"] + block)
+    try:
+        for k in range(count):
+            spec = {"name": "Slow %d" % k, "type": stype + "._tcp", "port": 9100 + k, "txt": ["k=%d" % k]}
+            keys.append(lab.responder_cmd("publish " + json.dumps(spec)).strip().split(" ", 2)[2])
+        time.sleep(3.0)   # python-zeroconf's announcements (three, 1 s apart) are over
+    finally:
+        for ipt in C.IPTABLES:
+            L.nsrun(L.NS_R, [ipt, "-D"] + block, check=False)
+    try:
+        yield stype, {name("Slow %d" % k, stype, "_tcp") for k in range(count)}
+    finally:
+        for key in keys:
+            lab.responder_cmd("unpublish " + key)
+
+
+def negative_ttl(r, zone=L.ZONE1):
+    """RFC 2308 §5: a negative answer is cached for min(SOA TTL, SOA MINIMUM)."""
+    soa = rrset(r, zone, dns.rdatatype.SOA, section="authority")
+    assert soa is not None, "a negative answer without the zone's SOA:\n%s" % r
+    return min(soa.ttl, soa[0].minimum)
+
+
+def answer_ttl(r, listed):
+    """How long a resolver keeps this answer: the PTR set's TTL, or the negative TTL."""
+    return min(rs.ttl for rs in r.answer) if listed else negative_ttl(r)
+
+
+def iptables_rules():
+    return "".join(L.nsrun(L.NS_R, [ipt, "-S"]).stdout for ipt in C.IPTABLES)

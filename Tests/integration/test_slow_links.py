@@ -1,0 +1,140 @@
+"""Slow links (issue 29): link 1 conditioned by conditioner.py (scripts/link-conditioner.sh)
+the way busy Wi-Fi or sleeping devices are, and what a client of the proxy sees.
+
+Every lab link answers mDNS in well under a millisecond; a real far link does not. The
+conditioner holds each mDNS packet on the router's interface to link 1 for the profile's
+delay, drops some, and holds answers from sleeping devices longer. The tests assert
+behaviour, not timings (the benchmark's `slow-links` figures are in docs/BENCHMARKS.md):
+
+- the conditioner itself: each profile's figures (pure), its rules only while it runs;
+- wifi-busy (80 +/- 60 ms each way, 3% loss): a present type is listed in full by the
+  first answer, or, when a lost packet left the first answer empty, that negative answer
+  lives at most 2 s (RFC 2308 §5: min of the SOA's TTL and MINIMUM) and the next query
+  lists every instance;
+- sleepy (answers 0.4-1.5 s late): a first answer that is empty or incomplete has a TTL
+  that lets a resolver ask again within 5 s, and the second query lists every instance (a
+  present type is never reported absent twice).
+
+Each test publishes a fresh service type on link 1 while the router's mDNS input from the
+link is blocked, so that the router's avahi-daemon has not cached its announcements: the
+proxy's first query then really crosses the slow link, as a browse of a type nobody asked
+for recently does."""
+
+import time
+
+import dns.rdatatype as T
+
+import conditioner as C
+from helpers import name, ptr_targets, query, unique
+from slowlab import answer_ttl, conditioned, fresh_type, iptables_rules, negative_ttl
+
+INSTANCES = 3
+
+
+# ---- the conditioner's arithmetic (no lab) -------------------------------------------------
+
+def _decisions(profile, n=20000, inbound=False, answer=False, spacing=1.0, seed=7):
+    d = C.Decider(C.PROFILES[profile], seed)
+    out = []
+    for i in range(n):
+        now = i * spacing
+        accept, due = d.decide(now, inbound, answer)
+        out.append((accept, (due - now) * 1000.0))
+    return out
+
+
+def test_profiles_hold_their_figures():
+    """Loss share and delay range of each profile, over 20,000 seeded decisions."""
+    busy = _decisions("wifi-busy")
+    lost = sum(1 for ok, _ in busy if not ok) / len(busy)
+    delays = [ms for ok, ms in busy if ok]
+    assert 0.025 <= lost <= 0.035, lost
+    assert 20.0 <= min(delays) and max(delays) <= 140.0, (min(delays), max(delays))
+    assert 77.0 <= sum(delays) / len(delays) <= 83.0
+    perfect = _decisions("perfect", 1000)
+    assert all(ok and ms == 0.0 for ok, ms in perfect)
+    lossy = _decisions("lossy")
+    assert 0.19 <= sum(1 for ok, _ in lossy if not ok) / len(lossy) <= 0.21
+
+
+def test_sleepy_holds_only_answers_from_the_link():
+    """An answer coming in is held 0.4-1.5 s more; a query, or anything going out, is not."""
+    answers = [ms for _ok, ms in _decisions("sleepy", 2000, inbound=True, answer=True, spacing=10.0)]
+    assert 400.0 <= min(answers) and max(answers) <= 1510.0
+    for inbound, answer in ((True, False), (False, True), (False, False)):
+        assert max(ms for _ok, ms in _decisions("sleepy", 2000, inbound, answer, spacing=10.0)) <= 10.0
+
+
+def test_one_direction_keeps_its_order():
+    """A link's queue is first in, first out: jitter never lets a packet overtake."""
+    d = C.Decider(C.PROFILES["wifi-busy"], 3)
+    last = {True: 0.0, False: 0.0}
+    for i in range(5000):
+        inbound = i % 3 == 0
+        ok, due = d.decide(i * 0.001, inbound, False)
+        if ok:
+            assert due >= last[inbound]
+            last[inbound] = due
+
+
+def test_answer_detection_reads_ipv4_and_ipv6_mdns():
+    dns_query, dns_answer = b"\x00\x00\x00\x00", b"\x00\x00\x84\x00"
+    v4 = bytes([0x45]) + bytes(19) + bytes(8)
+    v6 = bytes([0x60]) + bytes(39) + bytes(8)
+    assert C.is_mdns_answer(v4 + dns_answer) and not C.is_mdns_answer(v4 + dns_query)
+    assert C.is_mdns_answer(v6 + dns_answer) and not C.is_mdns_answer(v6 + dns_query)
+    assert not C.is_mdns_answer(b"") and not C.is_mdns_answer(v4[:20])
+
+
+# ---- in the lab ----------------------------------------------------------------------------
+
+def test_conditioner_rules_live_only_while_it_runs(lab):
+    """The conditioner queues the link's mDNS (it sees packets both ways, drops none on
+    wifi-good), and leaves no rule behind when stopped."""
+    assert "DPT_LINKCOND" not in iptables_rules()
+    with conditioned(lab, "wifi-good") as summary:
+        assert "DPT_LINKCOND_29_IN" in iptables_rules()
+        stype = "_" + unique("cq")[:13]
+        query(name(stype, "_tcp"), T.PTR, check=False)   # a browse: mDNS out, and avahi's traffic in
+    assert "DPT_LINKCOND" not in iptables_rules()
+    print("wifi-good:", summary)
+    assert summary["packets"] > 0 and summary["outbound"] > 0 and summary["dropped"] == 0, summary
+    assert 0.0 < summary["delay_ms_mean"] <= 11.0, summary
+
+
+def first_answer(ptr, profile):
+    """The proxy's first answer to a browse of a type nobody asked for: (response, listed)."""
+    r, dt = query(ptr, T.PTR)
+    listed = ptr_targets(r, ptr)
+    print("%s first answer: %d of %d in %.0f ms" % (profile, len(listed), INSTANCES, dt * 1000))
+    return r, listed
+
+
+def test_wifi_busy_a_present_type_is_listed_or_soon_asked_again(lab):
+    with fresh_type(lab, INSTANCES) as (stype, instances), conditioned(lab, "wifi-busy") as summary:
+        ptr = name(stype, "_tcp")
+        r, first = first_answer(ptr, "wifi-busy")
+        if first:
+            assert first == instances, "the first answer lists %s of %s" % (sorted(map(str, first)),
+                                                                             sorted(map(str, instances)))
+        else:   # a lost query or answer: avahi asks again after 1 s
+            ttl = negative_ttl(r)
+            assert ttl <= 2, "a present type reported absent for %d s" % ttl
+            time.sleep(ttl + 0.2)
+            r, _dt = query(ptr, T.PTR)
+            assert ptr_targets(r, ptr) == instances, r
+    print("conditioner:", summary)
+
+
+def test_sleepy_a_present_type_is_never_reported_absent_twice(lab):
+    with fresh_type(lab, INSTANCES) as (stype, instances), conditioned(lab, "sleepy") as summary:
+        ptr = name(stype, "_tcp")
+        r, first = first_answer(ptr, "sleepy")
+        wait = answer_ttl(r, first)
+        if first != instances:   # absent or incomplete: a resolver must be able to ask again soon
+            assert wait <= 5, "the first answer (%d of %d) is cached for %d s" % (len(first), INSTANCES, wait)
+        time.sleep(wait + 0.2)
+        r, _dt = query(ptr, T.PTR)
+        assert ptr_targets(r, ptr) == instances, "second query, %.1f s later:\n%s" % (wait + 0.2, r)
+    print("conditioner:", summary)
+    assert summary["answers_held"] > 0, summary

@@ -1,0 +1,87 @@
+"""k. slow links (issue 29): the first answer to a cold browse when link 1 is conditioned
+like busy Wi-Fi or sleeping devices (Tests/integration/conditioner.py, docs/SLOW-LINKS.md).
+
+Each trial publishes a fresh type with INSTANCES instances on link 1, which the router has
+never cached (slowlab.fresh_type), and asks the proxy directly:
+- the first answer's share of the instances;
+- the time to that answer;
+- whether it reported the type absent;
+- when it was incomplete, whether the next query after its TTL is complete.
+
+The published instances are the reference: `avahi-browse` on the router lists them all
+within 5 s on every profile here. Not measured yet: the same through each recursive
+resolver, and DNS Push add/remove latency."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import dns.name
+import dns.rdatatype
+
+import lab
+import probes
+import slowlab
+from proxies import SLOW_PORT, Proxy
+
+SECTION = "k. slow links"
+PROFILES = ("perfect", "wifi-good", "wifi-busy", "sleepy", "lossy")
+INSTANCES = 3
+
+
+def ptr_targets(r, qname):
+    return {rd.target for rs in r.answer if rs.name == qname and rs.rdtype == dns.rdatatype.PTR for rd in rs}
+
+
+def trial(run_, port, profile, seed):
+    """(share listed first, seconds to the first answer, TTL of an incomplete first answer or
+    None, next query complete or None)."""
+    with slowlab.fresh_type(run_.lab, INSTANCES, prefix="sb") as (stype, instances), \
+            slowlab.conditioned(run_.lab, profile, seed=seed):
+        ptr = dns.name.from_text("%s._tcp.%s" % (stype, lab.ZONE1))
+        r, seconds = probes.ask(ptr, dns.rdatatype.PTR, port)
+        if r is None:
+            return 0.0, seconds, None, False
+        listed = ptr_targets(r, ptr) & instances
+        if listed == instances:
+            return 1.0, seconds, None, None
+        ttl = slowlab.answer_ttl(r, listed)
+        time.sleep(ttl + 0.2)
+        again, _ = probes.ask(ptr, dns.rdatatype.PTR, port)
+        complete = again is not None and ptr_targets(again, ptr) >= instances
+        return len(listed) / INSTANCES, seconds, ttl, complete
+
+
+def run(run_, smoke=False):
+    report = run_.report
+    trials = 2 if smoke else 8
+    p = Proxy(run_.lab, run_.binary, SLOW_PORT, "proxy-slow", links=[(lab.R_IF1, lab.ZONE1)]).start()
+    try:
+        for profile in PROFILES:
+            results = [trial(run_, p.port, profile, seed) for seed in range(trials)]
+            shares = [r[0] for r in results]
+            times = sorted(r[1] * 1000.0 for r in results)
+            absent = sum(1 for r in results if r[0] == 0.0)
+            incomplete = [r for r in results if r[0] < 1.0]
+            ttls = [r[2] for r in incomplete if r[2] is not None]
+            recovered = sum(1 for r in incomplete if r[3])
+            share = 100.0 * statistics.mean(shares)
+            busy = profile == "wifi-busy"
+            report.row(SECTION, "%s: first answer's share of the instances" % profile, share, "%",
+                       target=">= 95%" if busy else "", ok=share >= 95.0 if busy else None,
+                       note="%d trials of %d instances, direct; lowest %.0f%%" % (trials, INSTANCES, 100 * min(shares)))
+            report.row(SECTION, "%s: time to the first answer (median)" % profile, statistics.median(times), "ms",
+                       note="max %.0f ms" % times[-1])
+            report.row(SECTION, "%s: a present type reported absent" % profile, absent, "of %d" % trials,
+                       target="0" if busy else "", ok=absent == 0 if busy else None)
+            if incomplete:
+                sleepy = profile == "sleepy"
+                report.row(SECTION, "%s: incomplete first answers cached at most" % profile, max(ttls or [0]), "s",
+                           target="<= 5 s" if sleepy else "", ok=max(ttls or [0]) <= 5 if sleepy else None)
+                report.row(SECTION, "%s: next query after that TTL complete" % profile, recovered,
+                           "of %d" % len(incomplete), target="all" if sleepy else "",
+                           ok=recovered == len(incomplete) if sleepy else None)
+            report.detail("slow-links-" + profile, dict(trials=results))
+    finally:
+        p.stop()
