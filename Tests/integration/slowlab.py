@@ -24,13 +24,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def conditioned(lab, profile, seed=1, interface=L.R_IF1):
     """The router's `interface` under `profile` for the body; yields the conditioner's summary
     (a dict), filled when the body ends."""
+    log = os.path.join(lab.dir, "conditioner.log")
+    start = os.path.getsize(log) if os.path.exists(log) else 0   # the log is appended to, run after run
     proc = lab.spawn(L.NS_R, [sys.executable, os.path.join(HERE, "conditioner.py"), "--interface", interface,
                               "--profile", profile, "--seed", str(seed)],
                      "conditioner", stdout=subprocess.PIPE)
     summary = {}
+
+    def installed():
+        with open(log, "rb") as f:
+            f.seek(start)
+            return ("link-conditioner: %s on" % profile).encode() in f.read()
+
     try:
-        L.wait_for(lambda: "link-conditioner: %s on" % profile in lab.log_text("conditioner", 20), 10,
-                   what="the conditioner to install its rules")
+        L.wait_for(installed, 10, what="the conditioner to install its rules")
         yield summary
     finally:
         proc.terminate()
