@@ -9,11 +9,14 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
+import dns.name
 import dns.rdatatype
 
 import conditioner as C
+import dso
 import lab as L
 from helpers import name, rrset, unique
 
@@ -82,6 +85,50 @@ def negative_ttl(r, zone=L.ZONE1):
 def answer_ttl(r, listed):
     """How long a resolver keeps this answer: the PTR set's TTL, or the negative TTL."""
     return min(rs.ttl for rs in r.answer) if listed else negative_ttl(r)
+
+
+def _timed(client, command, want):
+    """Runs `command` in a thread and waits for the PUSH change `want`: (seconds from the
+    command's start to that PUSH or None after 15 s, the command's result)."""
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(reply=command()))
+    t0 = time.monotonic()
+    thread.start()
+    try:
+        client.push_changes(15, want)
+        seconds = time.monotonic() - t0
+    except TimeoutError:
+        seconds = None
+    thread.join(30)
+    return seconds, result.get("reply", "")
+
+
+def push_latency(lab, port, profile, seed=1):
+    """(seconds to the PUSH add, seconds to the PUSH removal) of an instance published on the
+    conditioned link 1 while a DNS Push subscriber (DSO on the proxy's plain TCP `port`,
+    push.on-tcp) waits; None for one that did not come within 15 s. Both run from the
+    responder's command, so they include python-zeroconf's probing and avahi-daemon acting on
+    a goodbye 1 s later (RFC 6762 §10.1)."""
+    with fresh_type(lab, 1, prefix="sp") as (stype, _instances), conditioned(lab, profile, seed=seed):
+        ptr = name(stype, "_tcp")
+        late = dns.name.Name((b"Late",) + ptr.labels)
+        c = dso.Client(port, tls=False)
+        try:
+            c.establish()
+            r = c.request(dso.message(2, dso.subscribe_tlv(ptr, dns.rdatatype.PTR)))
+            assert r.rcode == dso.NOERROR, r.rcode
+            c.push_changes(15, lambda ch: ch[4] is not None)   # what the link has: the fresh instance
+            spec = {"name": "Late", "type": stype + "._tcp", "port": 9200, "txt": ["late=1"]}
+            # The responder's command returns after zeroconf's announcements, later than the
+            # PUSH may come: it runs beside the subscriber, which timestamps each PUSH as read.
+            added, reply = _timed(c, lambda: lab.responder_cmd("publish " + json.dumps(spec)),
+                                  lambda ch: ch[3] != dso.REMOVE_ONE and ch[4] is not None and ch[4].target == late)
+            key = reply.strip().split(" ", 2)[2]
+            removed, _ = _timed(c, lambda: lab.responder_cmd("unpublish " + key),
+                                lambda ch: ch[3] == dso.REMOVE_ONE and ch[4] is not None and ch[4].target == late)
+            return added, removed
+        finally:
+            c.close()
 
 
 def iptables_rules():

@@ -13,22 +13,28 @@ behaviour, not timings (the benchmark's `slow-links` figures are in docs/BENCHMA
   lists every instance;
 - sleepy (answers 0.4-1.5 s late): a first answer that is empty or incomplete has a TTL
   that lets a resolver ask again within 5 s, and the second query lists every instance (a
-  present type is never reported absent twice).
+  present type is never reported absent twice);
+- DNS Push on both: an instance that appears on the slow link, and its withdrawal, reach a
+  subscriber.
 
 Each test publishes a fresh service type on link 1 while the router's mDNS input from the
 link is blocked, so that the router's avahi-daemon has not cached its announcements: the
 proxy's first query then really crosses the slow link, as a browse of a type nobody asked
 for recently does."""
 
+import os
 import time
 
 import dns.rdatatype as T
+import pytest
 
 import conditioner as C
+import lab as L
 from helpers import name, ptr_targets, query, unique
-from slowlab import answer_ttl, conditioned, fresh_type, iptables_rules, negative_ttl
+from slowlab import answer_ttl, conditioned, fresh_type, iptables_rules, negative_ttl, push_latency
 
 INSTANCES = 3
+PUSH_DNS_PORT, PUSH_TLS_PORT = 5330, 8873
 
 
 # ---- the conditioner's arithmetic (no lab) -------------------------------------------------
@@ -138,3 +144,26 @@ def test_sleepy_a_present_type_is_never_reported_absent_twice(lab):
         assert ptr_targets(r, ptr) == instances, "second query, %.1f s later:\n%s" % (wait + 0.2, r)
     print("conditioner:", summary)
     assert summary["answers_held"] > 0, summary
+
+
+@pytest.fixture(scope="module")
+def push_port(lab):
+    """A proxy with DNS Push, DSO also on its plain TCP listener (push.on-tcp, a lab setting)."""
+    config = os.path.join(lab.dir, "push-slow.yaml")
+    with open(config, "w") as f:
+        f.write("push:\n  on-tcp: true\n")
+    lab.start_proxy(["--config", config, "--push-listen", "%s:%d" % (L.PROXY_ADDR, PUSH_TLS_PORT),
+                     "--state-dir", os.path.join(lab.dir, "push-slow-state")],
+                    name="push-slow", port=PUSH_DNS_PORT, v6=False)
+    yield PUSH_DNS_PORT
+    lab.stop_proc("push-slow")
+
+
+@pytest.mark.parametrize("profile", ["wifi-busy", "sleepy"])
+def test_push_add_and_removal_cross_a_slow_link(lab, push_port, profile):
+    """RFC 8765 §6.3: changes on the far link reach the subscriber, however slow the link;
+    how soon is the benchmark's figure (row k), not asserted here."""
+    added, removed = push_latency(lab, push_port, profile)
+    print("%s: PUSH add after %s s, removal after %s s" % (profile, added, removed))
+    assert added is not None, "no PUSH for the instance published on the %s link within 15 s" % profile
+    assert removed is not None, "no PUSH removal for the instance withdrawn on the %s link within 15 s" % profile
