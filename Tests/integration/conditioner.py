@@ -11,7 +11,7 @@ for the profile's delay and then lets it go, or drops it. The delay is per packe
 way, so a query and its answer take about twice the profile's delay. Packets of one
 direction leave in the order they came, as on a real link's queue. An answer (QR set)
 coming in from the link is held for the profile's extra answer delay on top, as when a
-device wakes to answer.
+device wakes to answer; that delay is the device's, so no other packet waits behind it.
 
 It runs in the current network namespace, or in --netns NAME. It removes its chains on
 SIGTERM, SIGINT or any exit, and prints what it did as one line of JSON on stdout. If it
@@ -77,10 +77,11 @@ class Decider:
         if p.loss and self.rng.random() < p.loss:
             return False, now
         delay = max(0.0, p.delay_ms + self.rng.uniform(-p.jitter_ms, p.jitter_ms))
-        if inbound and is_answer and p.answer_delay_ms[1] > 0:
-            delay += self.rng.uniform(*p.answer_delay_ms)
         due = max(now + delay / 1000.0, self.last_due[inbound])
         self.last_due[inbound] = due
+        if inbound and is_answer and p.answer_delay_ms[1] > 0:
+            # The device's delay, not the link's: nothing queues behind a sleeping device.
+            due += self.rng.uniform(*p.answer_delay_ms) / 1000.0
         return True, due
 
 

@@ -64,11 +64,16 @@ def test_profiles_hold_their_figures():
 
 
 def test_sleepy_holds_only_answers_from_the_link():
-    """An answer coming in is held 0.4-1.5 s more; a query, or anything going out, is not."""
+    """An answer coming in is held 0.4-1.5 s more; a query, or anything going out, is not,
+    even right behind a held answer (the delay is the sleeping device's, not the link's)."""
     answers = [ms for _ok, ms in _decisions("sleepy", 2000, inbound=True, answer=True, spacing=10.0)]
     assert 400.0 <= min(answers) and max(answers) <= 1510.0
     for inbound, answer in ((True, False), (False, True), (False, False)):
         assert max(ms for _ok, ms in _decisions("sleepy", 2000, inbound, answer, spacing=10.0)) <= 10.0
+    d = C.Decider(C.PROFILES["sleepy"], 5)
+    _ok, held = d.decide(0.0, True, True)
+    _ok, query_due = d.decide(0.001, True, False)
+    assert held >= 0.4 and query_due <= 0.011, (held, query_due)
 
 
 def test_one_direction_keeps_its_order():
