@@ -11,7 +11,8 @@ for the profile's delay and then lets it go, or drops it. The delay is per packe
 way, so a query and its answer take about twice the profile's delay. Packets of one
 direction leave in the order they came, as on a real link's queue. An answer (QR set)
 coming in from the link is held for the profile's extra answer delay on top, as when a
-device wakes to answer; that delay is the device's, so no other packet waits behind it.
+device wakes to answer. That delay is the device's (by source address): no other device's
+packet waits behind it, and the device's own answers stay in order.
 
 It runs in the current network namespace, or in --netns NAME. It removes its chains on
 SIGTERM, SIGINT or any exit, and prints what it did as one line of JSON on stdout. If it
@@ -70,8 +71,9 @@ class Decider:
         self.profile = profile
         self.rng = random.Random(seed)
         self.last_due = {True: 0.0, False: 0.0}   # inbound?, outbound?: FIFO per direction
+        self.last_answer_due = {}                  # source address -> a sleeping device's last answer
 
-    def decide(self, now, inbound, is_answer):
+    def decide(self, now, inbound, is_answer, source=None):
         """(accept, due time)."""
         p = self.profile
         if p.loss and self.rng.random() < p.loss:
@@ -80,9 +82,21 @@ class Decider:
         due = max(now + delay / 1000.0, self.last_due[inbound])
         self.last_due[inbound] = due
         if inbound and is_answer and p.answer_delay_ms[1] > 0:
-            # The device's delay, not the link's: nothing queues behind a sleeping device.
-            due += self.rng.uniform(*p.answer_delay_ms) / 1000.0
+            # The device's delay, not the link's: nothing else queues behind a sleeping device,
+            # but its own answers stay in order (a goodbye never overtakes its announcement).
+            due = max(due + self.rng.uniform(*p.answer_delay_ms) / 1000.0, self.last_answer_due.get(source, 0.0))
+            self.last_answer_due[source] = due
         return True, due
+
+
+def source_address(packet):
+    """The source address bytes of an IPv4 or IPv6 packet (b"" if neither)."""
+    version = packet[0] >> 4 if packet else 0
+    if version == 4:
+        return bytes(packet[12:16])
+    if version == 6:
+        return bytes(packet[8:24])
+    return b""
 
 
 def is_mdns_answer(packet):
@@ -230,7 +244,7 @@ class Conditioner:
     def on_packet(self, packet_id, inbound, payload):
         now = time.monotonic()
         answer = is_mdns_answer(payload)
-        accept, due = self.decider.decide(now, inbound, answer)
+        accept, due = self.decider.decide(now, inbound, answer, source_address(payload))
         s = self.stats
         s["packets"] += 1
         s["inbound" if inbound else "outbound"] += 1

@@ -71,9 +71,18 @@ def test_sleepy_holds_only_answers_from_the_link():
     for inbound, answer in ((True, False), (False, True), (False, False)):
         assert max(ms for _ok, ms in _decisions("sleepy", 2000, inbound, answer, spacing=10.0)) <= 10.0
     d = C.Decider(C.PROFILES["sleepy"], 5)
-    _ok, held = d.decide(0.0, True, True)
-    _ok, query_due = d.decide(0.001, True, False)
+    _ok, held = d.decide(0.0, True, True, b"device-a")
+    _ok, query_due = d.decide(0.001, True, False, b"device-b")
     assert held >= 0.4 and query_due <= 0.011, (held, query_due)
+
+
+def test_a_sleeping_device_keeps_its_own_answers_in_order():
+    """An announcement held 1.5 s is never overtaken by the same device's goodbye held 0.4 s
+    (avahi would take the late announcement as the record coming back)."""
+    d = C.Decider(C.PROFILES["sleepy"], 11)
+    for i in range(2000):
+        due = [d.decide(i * 10.0 + k * 0.05, True, True, b"device-a")[1] for k in range(4)]
+        assert due == sorted(due), due
 
 
 def test_one_direction_keeps_its_order():
