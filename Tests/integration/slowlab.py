@@ -50,6 +50,11 @@ def conditioned(lab, profile, seed=1, interface=L.R_IF1):
             summary.update(json.loads(out))
 
 
+def publish(lab, spec):
+    """Publish `spec` (responder.py's JSON) on link 1; the key to unpublish it with."""
+    return lab.responder_cmd("publish " + json.dumps(spec)).strip().split(" ", 2)[2]
+
+
 @contextlib.contextmanager
 def fresh_type(lab, count=3, prefix="sl"):
     """`count` instances of a new service type on link 1 (the lab's zeroconf responder),
@@ -63,7 +68,7 @@ def fresh_type(lab, count=3, prefix="sl"):
     try:
         for k in range(count):
             spec = {"name": "Slow %d" % k, "type": stype + "._tcp", "port": 9100 + k, "txt": ["k=%d" % k]}
-            keys.append(lab.responder_cmd("publish " + json.dumps(spec)).strip().split(" ", 2)[2])
+            keys.append(publish(lab, spec))
         time.sleep(3.0)   # python-zeroconf's announcements (three, 1 s apart) are over
     finally:
         for ipt in C.IPTABLES:
@@ -121,9 +126,8 @@ def push_latency(lab, port, profile, seed=1):
             spec = {"name": "Late", "type": stype + "._tcp", "port": 9200, "txt": ["late=1"]}
             # The responder's command returns after zeroconf's announcements, later than the
             # PUSH may come: it runs beside the subscriber, which timestamps each PUSH as read.
-            added, reply = _timed(c, lambda: lab.responder_cmd("publish " + json.dumps(spec)),
-                                  lambda ch: ch[3] != dso.REMOVE_ONE and ch[4] is not None and ch[4].target == late)
-            key = reply.strip().split(" ", 2)[2]
+            added, key = _timed(c, lambda: publish(lab, spec),
+                                lambda ch: ch[3] != dso.REMOVE_ONE and ch[4] is not None and ch[4].target == late)
             removed, _ = _timed(c, lambda: lab.responder_cmd("unpublish " + key),
                                 lambda ch: ch[3] == dso.REMOVE_ONE and ch[4] is not None and ch[4].target == late)
             return added, removed

@@ -48,57 +48,37 @@ PUSH_PORT = SLOW_PORT + 10   # the TLS listener (unused here: push.listen must b
 PUSH_SLACK_MS = {"perfect": 0, "wifi-good": 5, "wifi-busy": 80, "sleepy": 5 + 950, "lossy": 0}
 
 
-def trial(run_, port, profile, seed):
-    """(share listed first, seconds to the first answer, TTL of an incomplete first answer or
-    None, next query complete or None)."""
+def cold_trial(run_, profile, seed, ask, margin):
+    """One cold browse of a fresh type on the conditioned link 1. `ask(ptr)` returns (response
+    or None, seconds). Returns (share of the instances in the first answer, seconds to it, the
+    TTL it carried when incomplete, the share in the next answer `margin` seconds after that
+    TTL ran out, or None when the first was complete)."""
     with slowlab.fresh_type(run_.lab, INSTANCES, prefix="sb") as (stype, instances), \
             slowlab.conditioned(run_.lab, profile, seed=seed):
         ptr = dns.name.from_text("%s._tcp.%s" % (stype, lab.ZONE1))
-        r, seconds = probes.ask(ptr, dns.rdatatype.PTR, port)
-        if r is None:   # no answer in 8 s: counted as absent, and not complete
-            return 0.0, seconds, None, False
-        listed = ptr_targets(r, ptr) & instances
-        if listed == instances:
-            return 1.0, seconds, None, None
-        ttl = slowlab.answer_ttl(r, listed)
-        time.sleep(ttl + 0.2)
-        again, _ = probes.ask(ptr, dns.rdatatype.PTR, port)
-        complete = again is not None and ptr_targets(again, ptr) >= instances
-        return len(listed) / INSTANCES, seconds, ttl, complete
-
-
-def client_ttl(r):
-    """The TTL the client got: the PTR set's, or the negative answer's SOA (min of its TTL and
-    MINIMUM); None without either."""
-    if r is None:
-        return None
-    if r.answer:
-        return min(rs.ttl for rs in r.answer)
-    for rs in r.authority:
-        if rs.rdtype == dns.rdatatype.SOA:
-            return min(rs.ttl, rs[0].minimum)
-    return None
-
-
-def resolver_trial(run_, rl, profile, seed):
-    """Through the running resolver: (share of the instances in the client's first answer,
-    seconds to it, the TTL it carried when incomplete, the share in the next answer after that
-    TTL or None)."""
-    with slowlab.fresh_type(run_.lab, INSTANCES, prefix="sr") as (stype, instances), \
-            slowlab.conditioned(run_.lab, profile, seed=seed):
-        qname = "%s._tcp.%s" % (stype, lab.ZONE1)
-        ptr = dns.name.from_text(qname)
-        _outcome, seconds, r = resolvers.client_query(rl, qname)
+        r, seconds = ask(ptr)
         listed = ptr_targets(r, ptr) & instances if r is not None else set()
         if listed == instances:
             return 1.0, seconds, None, None
-        ttl = client_ttl(r)
-        # + 1.2 s, not + 0.2: resolvers keep time in whole seconds (Unbound served a TTL-2
-        # negative answer again 2.2 s later, with TTL 0), so an entry can outlive its TTL by 1 s.
-        time.sleep((2 if ttl is None else ttl) + 1.2)
-        _outcome, _s, again = resolvers.client_query(rl, qname)
+        ttl = None if r is None else slowlab.answer_ttl(r, listed)
+        time.sleep((2 if ttl is None else ttl) + margin)
+        again, _ = ask(ptr)
         second = ptr_targets(again, ptr) & instances if again is not None else set()
         return len(listed) / INSTANCES, seconds, ttl, len(second) / INSTANCES
+
+
+def direct_trial(run_, port, profile, seed):
+    return cold_trial(run_, profile, seed, lambda ptr: probes.ask(ptr, dns.rdatatype.PTR, port), 0.2)
+
+
+def resolver_trial(run_, rl, profile, seed):
+    """Through the running resolver, the client's query as a stub sends it. The next query
+    comes 1.2 s after the TTL, not 0.2 s: resolvers keep time in whole seconds (Unbound served
+    a TTL-2 negative answer again 2.2 s later, with TTL 0), so an entry can outlive its TTL."""
+    def ask(ptr):
+        _outcome, seconds, r = resolvers.client_query(rl, ptr.to_text())
+        return r, seconds
+    return cold_trial(run_, profile, seed, ask, 1.2)
 
 
 def resolver_rows(run_, smoke=False):
@@ -152,13 +132,13 @@ def run(run_, smoke=False):
     try:
         push_base = None
         for profile in profiles:
-            results = [trial(run_, p.port, profile, seed) for seed in range(trials)]
+            results = [direct_trial(run_, p.port, profile, seed) for seed in range(trials)]
             shares = [r[0] for r in results]
             times = sorted(r[1] * 1000.0 for r in results)
             absent = sum(1 for r in results if r[0] == 0.0)
             incomplete = [r for r in results if r[0] < 1.0]
             ttls = [r[2] for r in incomplete if r[2] is not None]
-            recovered = sum(1 for r in incomplete if r[3])
+            recovered = sum(1 for r in incomplete if r[3] == 1.0)
             share = 100.0 * statistics.mean(shares)
             busy = profile == "wifi-busy"
             report.row(SECTION, "%s: first answer's share of the instances" % profile, share, "%",
