@@ -22,6 +22,10 @@ public enum MetricHelp {
         "dns_cache_entries": "Records held by the live mDNS browses (the cache).",
         "dns_cache_hit_ratio": "Share of mDNS-answered queries served from the cache since start (0 to 1).",
         "mdns_browses_active": "Live mDNS browses (shared cache entries), by link.",
+        "mdns_link_negative_timeout_seconds":
+            "How long a query on the link waits for mDNS before answering that nothing is there (learned from the link's answer times; learn-answer-times).",
+        "mdns_link_answer_spread_seconds":
+            "The usual time between a browse's first and last mDNS answer on the link, added to the collection window (learned).",
         "mdns_queries_started_total": "mDNS queries started on a link (cache misses and refreshes), by link.",
         "mdns_queries_rate_limited_total": "mDNS queries delayed or refused by the per-link rate limit, by link.",
         "mdns_first_result_seconds": "Time from the start of an mDNS query to its first record.",

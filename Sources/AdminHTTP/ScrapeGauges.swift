@@ -15,6 +15,8 @@ import Synchronization
 public final class ScrapeGauges: Sendable {
     private struct State {
         var linkGauges: [String: CoreMetrics.Gauge] = [:]
+        /// Per link: the learned negative timeout and answer spread (`LinkAnswerTimes`).
+        var timingGauges: [String: (negativeTimeout: CoreMetrics.Gauge, spread: CoreMetrics.Gauge)] = [:]
         var buildInfo: (version: String, revision: String, gauge: CoreMetrics.Gauge)?
     }
 
@@ -54,6 +56,24 @@ public final class ScrapeGauges: Sendable {
             for (interface, gauge) in state.linkGauges where browsesPerLink[interface] == nil {
                 gauge.destroy()
                 state.linkGauges[interface] = nil
+            }
+            for (interface, gauges) in state.timingGauges where browsesPerLink[interface] == nil {
+                gauges.negativeTimeout.destroy()
+                gauges.spread.destroy()
+                state.timingGauges[interface] = nil
+            }
+            for link in status.links {
+                let gauges =
+                    state.timingGauges[link.interface]
+                    ?? (CoreMetrics.Gauge(
+                        label: "mdns_link_negative_timeout_seconds", dimensions: [("link", link.interface)],
+                        factory: self.factory),
+                        CoreMetrics.Gauge(
+                            label: "mdns_link_answer_spread_seconds", dimensions: [("link", link.interface)],
+                            factory: self.factory))
+                state.timingGauges[link.interface] = gauges
+                gauges.negativeTimeout.record(link.answerTimes.negativeTimeoutSeconds)
+                gauges.spread.record(link.answerTimes.spreadSeconds)
             }
             for (interface, count) in browsesPerLink {
                 let gauge =

@@ -105,7 +105,8 @@ public enum StatusPage {
                 <div class="link-head"><h2>\(escape(link.zone))</h2>\
                 <span class="tag">\(escape(link.interface))</span>\
                 <span class="muted">\(plural(services.count, "service")) · \
-                \(plural(link.activeBrowses, "active browse"))</span></div>
+                \(plural(link.activeBrowses, "active browse")) · \
+                \(answerTimes(link.answerTimes))</span></div>
 
                 """
             if let inventory = link.inventory { html += inventorySection(inventory, of: link) }
@@ -228,6 +229,13 @@ public enum StatusPage {
     }
 
     /// `45 s`, `12 min`, `3 h 20 min`, `2 d 4 h`.
+    /// What the link learned of its mDNS answer times (docs/ARCHITECTURE.md, "Slow links").
+    static func answerTimes(_ times: LinkAnswerTimes) -> String {
+        let wait = "waits \(Int((times.negativeTimeoutSeconds * 1000).rounded())) ms for mDNS"
+        guard times.spreadSeconds > 0 else { return wait }
+        return wait + ", collects \(Int((times.spreadSeconds * 1000).rounded())) ms longer"
+    }
+
     static func formatUptime(_ seconds: Double) -> String {
         let total = max(0, Int(seconds))
         let days = total / 86_400

@@ -19,6 +19,7 @@ extension AppConfiguration {
         config.nameServers = nameServers
         config.negativeTimeout = .configured(seconds: negativeTimeoutSeconds)
         config.collectionWindow = .milliseconds(collectionWindowMilliseconds)
+        config.learnsAnswerTimes = learnsAnswerTimes
         config.browseIdleTimeout = .configured(seconds: browseIdleTimeoutSeconds)
         config.suppressLinkLocal = suppressLinkLocal
         config.mdnsQueriesPerSecond = mdnsQueriesPerSecond

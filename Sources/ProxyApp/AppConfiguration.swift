@@ -67,6 +67,7 @@ public struct AppConfiguration: Sendable, Equatable {
 
     public var negativeTimeoutSeconds = proxy.negativeTimeout / .seconds(1)
     public var collectionWindowMilliseconds = Int(proxy.collectionWindow / .milliseconds(1))
+    public var learnsAnswerTimes = proxy.learnsAnswerTimes
     public var browseIdleTimeoutSeconds = proxy.browseIdleTimeout / .seconds(1)
     public var suppressLinkLocal = proxy.suppressLinkLocal
     public var mdnsQueriesPerSecond = proxy.mdnsQueriesPerSecond

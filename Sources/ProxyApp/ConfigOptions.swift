@@ -64,6 +64,7 @@ extension AppConfiguration {
             .scalar(
                 "collection-window-ms", \.collectionWindowMilliseconds, .integer,
                 [Rule({ (0...1000).contains($0) }, "must be between 0 and 1000")]),
+            .scalar("learn-answer-times", \.learnsAnswerTimes, .boolean),
             .scalar(
                 "browse-idle-timeout", \.browseIdleTimeoutSeconds, .number,
                 [Rule({ $0 >= 1 }, "must be at least 1 second")]),

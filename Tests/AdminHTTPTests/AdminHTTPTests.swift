@@ -127,6 +127,8 @@ import Testing
             #expect(sample(text, "dns_cache_hit_ratio") == 0.8)
             #expect(sample(text, #"mdns_browses_active{link="eth1"}"#) == 6)
             #expect(sample(text, #"mdns_browses_active{link="eth2"}"#) == 3)
+            #expect(sample(text, #"mdns_link_negative_timeout_seconds{link="eth1"}"#) == 0.8)
+            #expect(sample(text, #"mdns_link_answer_spread_seconds{link="eth1"}"#) == 0)
             #expect(sample(text, "mdns_backend_connected") == 1)
             #expect(sample(text, "avahi_clients") == 1)
             #expect(sample(text, #"discovery_proxy_build_info{version="1.2.3",revision="unknown"}"#) == 1)
@@ -146,6 +148,7 @@ import Testing
                 $0.proxy.cacheHits = 1300
                 $0.links.removeLast()  // eth2 left the configuration
                 $0.links[0].activeBrowses = 2
+                $0.links[0].answerTimes = LinkAnswerTimes(negativeTimeoutSeconds: 1.2, spreadSeconds: 0.57, browses: 16)
             }
             text = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
             #expect(sample(text, "dns_tcp_connections_open") == 0)
@@ -153,6 +156,10 @@ import Testing
             #expect(sample(text, "dns_cache_hit_ratio") == 1300.0 / 1600.0)
             #expect(sample(text, #"mdns_browses_active{link="eth1"}"#) == 2)
             #expect(sample(text, #"mdns_browses_active{link="eth2"}"#) == nil)
+            #expect(sample(text, #"mdns_link_negative_timeout_seconds{link="eth1"}"#) == 1.2)
+            #expect(sample(text, #"mdns_link_answer_spread_seconds{link="eth1"}"#) == 0.57)
+            #expect(sample(text, #"mdns_link_negative_timeout_seconds{link="eth2"}"#) == nil)
+            #expect(StatusPage.render(source.adminStatus()).contains("waits 1200 ms for mDNS, collects 570 ms longer"))
         }
     }
 

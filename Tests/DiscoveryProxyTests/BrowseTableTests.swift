@@ -22,6 +22,13 @@ struct BrowseTableTests {
         self.configuration = configuration
     }
 
+    /// No collection window: the first record answers.
+    var immediate: ProxyConfiguration {
+        var configuration = self.configuration
+        configuration.collectionWindow = .zero
+        return configuration
+    }
+
     func lookup(_ table: inout BrowseTable, _ key: BrowseKey, at seconds: Int) -> BrowseTable.Lookup {
         let query = Message(id: 1, questions: [Question(name: try! DNSName("_ipp._tcp.lab1.example."), type: key.type)])
         let plan = MDNSPlan(link: link, zone: link.zone, localName: key.name, type: key.type)
@@ -46,16 +53,40 @@ struct BrowseTableTests {
         #expect(first != second)
         let reception = table.receive(
             .added(instance), for: key, generation: start.generation, now: .milliseconds(100),
-            collectionWindow: .milliseconds(50))
+            configuration: configuration)
         #expect(reception.follow == .armWindow && reception.invalidates && reception.changes.count == 1)
         #expect(reception.firstResultAfter == .milliseconds(100))
         let (waiters, snapshot) = table.takeWaiters(of: key, generation: start.generation, now: .milliseconds(150))
-        #expect(waiters.map(\.id) == [first, second] && snapshot.answers.count == 1 && snapshot.isSettled)
+        #expect(waiters.map(\.id) == [first, second] && snapshot.answers.count == 1)
+        // The first browse to cross a link teaches it its answer times; until it knows them,
+        // an answer is provisional (`AnswerTimesTests`).
+        #expect(snapshot.isProvisional && !snapshot.isSettled)
         guard case .hit = lookup(&table, key, at: 1) else {
             Issue.record("a browse with results answers at once")
             return
         }
         #expect(table.counters.cacheHits == 1 && table.counters.cacheMisses == 2)
+    }
+
+    @Test("a query while the collection window is open waits for its end with the others")
+    func joinWithinTheWindow() throws {
+        var table = BrowseTable()
+        guard case .wait(let first, _, let start?) = lookup(&table, key, at: 0) else {
+            Issue.record("first query should start a browse")
+            return
+        }
+        _ = table.receive(
+            .added(instance), for: key, generation: start.generation, now: .milliseconds(20), configuration: configuration)
+        guard case .wait(let second, _, nil) = lookup(&table, key, at: 0) else {
+            Issue.record("a query within the window should wait, not hit a half-filled browse")
+            return
+        }
+        let (waiters, _) = table.takeWaiters(of: key, generation: start.generation, now: .milliseconds(70))
+        #expect(waiters.map(\.id) == [first, second])
+        guard case .hit = lookup(&table, key, at: 1) else {
+            Issue.record("once the window has closed, a browse with results answers at once")
+            return
+        }
     }
 
     struct NoTimer: ProxyTimer {
@@ -81,7 +112,7 @@ struct BrowseTableTests {
         #expect(table.wake(key, generation: start.generation, now: .milliseconds(10)).expired.isEmpty, "nothing due yet")
         _ = table.receive(
             .added(instance), for: key, generation: start.generation, now: .milliseconds(100),
-            collectionWindow: .milliseconds(50))
+            configuration: configuration)
         #expect(table.rearm(key, schedule: schedule) != nil, "the deadline's timer is replaced")
         #expect(scheduled == [deadline, .milliseconds(150)])
         let woken = table.wake(key, generation: start.generation, now: .milliseconds(150))
@@ -108,7 +139,7 @@ struct BrowseTableTests {
     func staleGeneration() {
         var table = BrowseTable()
         _ = lookup(&table, key, at: 0)
-        let reception = table.receive(.added(instance), for: key, generation: 99, now: .zero, collectionWindow: .zero)
+        let reception = table.receive(.added(instance), for: key, generation: 99, now: .zero, configuration: immediate)
         #expect(reception.follow == .none && !reception.invalidates)
         #expect(table.browses[key]?.records.isEmpty == true)
     }
@@ -162,7 +193,7 @@ struct BrowseTableTests {
     func sweepAndOptimistic() throws {
         var table = BrowseTable()
         guard case .wait(_, _, let start?) = lookup(&table, key, at: 0) else { return }
-        _ = table.receive(.added(instance), for: key, generation: start.generation, now: .zero, collectionWindow: .zero)
+        _ = table.receive(.added(instance), for: key, generation: start.generation, now: .zero, configuration: immediate)
         _ = table.takeWaiters(of: key, generation: start.generation, now: .zero)
         #expect(table.sweep(now: .seconds(200), configuration: configuration, isPinned: { _ in true }).isEmpty)
         let released = table.sweep(now: .seconds(200), configuration: configuration, isPinned: { _ in false })
@@ -179,9 +210,9 @@ struct BrowseTableTests {
     func verification() {
         var table = BrowseTable()
         guard case .wait(_, _, let start?) = lookup(&table, key, at: 0) else { return }
-        _ = table.receive(.added(instance), for: key, generation: start.generation, now: .zero, collectionWindow: .zero)
-        _ = table.receive(.verifying, for: key, generation: start.generation, now: .zero, collectionWindow: .zero)
-        let reception = table.receive(.allForNow, for: key, generation: start.generation, now: .zero, collectionWindow: .zero)
+        _ = table.receive(.added(instance), for: key, generation: start.generation, now: .zero, configuration: immediate)
+        _ = table.receive(.verifying, for: key, generation: start.generation, now: .zero, configuration: immediate)
+        let reception = table.receive(.allForNow, for: key, generation: start.generation, now: .zero, configuration: immediate)
         #expect(reception.changes.count == 1 && reception.invalidates)
         #expect(table.browses[key]?.records.isEmpty == true)
     }

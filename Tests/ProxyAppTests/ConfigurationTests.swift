@@ -292,6 +292,7 @@ struct ConfigurationTests {
             server-name: ns.example.
             negative-timeout: 1
             collection-window-ms: 70
+            learn-answer-times: false
             browse-idle-timeout: 90
             suppress-link-local: false
             mdns-query-rate: 10
@@ -315,6 +316,7 @@ struct ConfigurationTests {
         let printed = reloaded.render(interfaces: interfaces)
         #expect(AppConfiguration.parse(yaml: printed).0.render(interfaces: interfaces) == printed)
         #expect(reloaded.tcpMaxInFlightPerConnection == 16 && reloaded.push.keepaliveIntervalSeconds == 20)
+        #expect(!reloaded.proxyConfiguration(interfaces: interfaces).learnsAnswerTimes)
         #expect(reloaded.tcpMaxConnectionsPerSubnet == 20 && reloaded.tcpMaxConnectionLifetimeSeconds == 3600)
         #expect(reloaded.proxyConfiguration(interfaces: interfaces).mdnsAnnouncePacing
             == AnnouncementPacing(packetsPerSecond: 5, burst: 10))

@@ -80,6 +80,33 @@ def fresh_type(lab, count=3, prefix="sl"):
             lab.responder_cmd("unpublish " + key)
 
 
+@contextlib.contextmanager
+def avahi_reference(lab, stype, seconds=5.0):
+    """The issue's reference: the instances of `stype` (a "_x" label under _tcp) that
+    `avahi-browse` on the router lists within `seconds` of entering the block. Yields a set of
+    names in zone 1, filled when the block ends (which waits out the `seconds`)."""
+    env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=lab.dbus_addr)
+    proc = subprocess.Popen(["ip", "netns", "exec", L.NS_R, "stdbuf", "-oL", "avahi-browse", "-p", stype + "._tcp"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    t0 = time.monotonic()
+    listed = set()
+    try:
+        yield listed
+        time.sleep(max(0.0, t0 + seconds - time.monotonic()))
+    finally:
+        proc.terminate()
+        proc.wait(5)
+        reader.join(5)
+        proc.stdout.close()
+    for line in lines:
+        fields = line.rstrip("\n").split(";")
+        if len(fields) >= 4 and fields[0] == "+":
+            listed.add(name(L.avahi_unescape(fields[3]), stype, "_tcp"))
+
+
 def negative_ttl(r, zone=L.ZONE1):
     """RFC 2308 §5: a negative answer is cached for min(SOA TTL, SOA MINIMUM)."""
     soa = rrset(r, zone, dns.rdatatype.SOA, section="authority")

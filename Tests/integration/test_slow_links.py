@@ -15,7 +15,12 @@ behaviour, not timings (the benchmark's `slow-links` figures are in docs/BENCHMA
   that lets a resolver ask again within 5 s, and the second query lists every instance (a
   present type is never reported absent twice);
 - DNS Push on both: an instance that appears on the slow link, and its withdrawal, reach a
-  subscriber.
+  subscriber;
+- what a link learns of its answer times (docs/ARCHITECTURE.md, "Slow links: learned answer
+  times"), each on a proxy of its own: three devices answering after 30, 250 and 600 ms
+  (late_devices.py) are all in the first answer from the third browse on, and an incomplete
+  answer before that is listed in full by the next query; a sleepy link's negative timeout
+  grows past 0.8 s, and stays within the 1.2 s resolvers wait.
 
 Each test publishes a fresh service type on link 1 while the router's mDNS input from the
 link is blocked, so that the router's avahi-daemon has not cached its announcements: the
@@ -25,16 +30,24 @@ for recently does."""
 import os
 import time
 
+import dns.flags
+import dns.message
 import dns.rdatatype as T
+import dns.rrset
 import pytest
 
 import conditioner as C
 import lab as L
+import late_devices as LD
 from helpers import name, ptr_targets, query, unique
+from late_lab import late_devices
+from loadgen import admin_json
 from slowlab import answer_ttl, conditioned, fresh_type, iptables_rules, negative_ttl, push_latency
 
 INSTANCES = 3
 PUSH_DNS_PORT, PUSH_TLS_PORT = 5330, 8873
+LEARNING_PORT = 5332
+DEVICES_MS = (30, 250, 600)
 
 
 # ---- the conditioner's arithmetic (no lab) -------------------------------------------------
@@ -106,6 +119,46 @@ def test_answer_detection_reads_ipv4_and_ipv6_mdns():
     assert not C.is_mdns_answer(b"") and not C.is_mdns_answer(v4[:20])
 
 
+def test_late_devices_answer_like_mdns_responders():
+    """late_devices.py's answer of one device (no network): PTR with SRV, TXT and A, known-answer
+    suppression (RFC 6762 §7.1), its own names only, legacy unicast (§6.7)."""
+    dev = LD.parse_device("tv:600", "_ldt._tcp", 2)
+    q = dns.message.make_query("_ldt._tcp.local.", T.PTR)
+    r = LD.build_response(dev, q)
+    assert r.id == 0 and r.flags & dns.flags.QR and r.flags & dns.flags.AA and not r.question
+    assert [(str(rs.name), rs.rdtype, str(rs[0])) for rs in r.answer] == [
+        ("_ldt._tcp.local.", T.PTR, "tv._ldt._tcp.local.")]
+    extra = {rs.rdtype: rs for rs in r.additional}
+    assert sorted(extra) == sorted([T.SRV, T.TXT, T.A])
+    assert extra[T.SRV][0].port == 9302 and str(extra[T.SRV][0].target) == "tv-host.local."
+    assert extra[T.TXT][0].strings == (b"dev=tv",) and extra[T.A][0].address == "192.0.2.162"
+    dns.message.from_wire(r.to_wire())
+    # a known answer with at least half the TTL left silences the device; less than half does not
+    q.answer.append(dns.rrset.from_text("_ldt._tcp.local.", 2250, "IN", "PTR", "tv._ldt._tcp.local."))
+    assert LD.build_response(dev, q) is None
+    q.answer[0].ttl = 2249
+    assert LD.build_response(dev, q) is not None
+    # another device's PTR as a known answer does not
+    q = dns.message.make_query("_ldt._tcp.local.", T.PTR)
+    q.answer.append(dns.rrset.from_text("_ldt._tcp.local.", 4500, "IN", "PTR", "a._ldt._tcp.local."))
+    assert LD.build_response(dev, q) is not None
+    # its own SRV and A; someone else's name, another type, a response: nothing
+    r = LD.build_response(dev, dns.message.make_query("tv._ldt._tcp.local.", T.SRV))
+    assert [rs.rdtype for rs in r.answer] == [T.SRV] and [rs.rdtype for rs in r.additional] == [T.A]
+    r = LD.build_response(dev, dns.message.make_query("tv-host.local.", T.A))
+    assert [rs.rdtype for rs in r.answer] == [T.A] and not r.additional
+    assert LD.build_response(dev, dns.message.make_query("a-host.local.", T.A)) is None
+    assert LD.build_response(dev, dns.message.make_query("_other._tcp.local.", T.PTR)) is None
+    resp = dns.message.make_query("_ldt._tcp.local.", T.PTR)
+    resp.flags |= dns.flags.QR
+    assert LD.build_response(dev, resp) is None
+    # legacy unicast: ID and question echoed, TTL <= 10
+    q = dns.message.make_query("_ldt._tcp.local.", T.PTR)
+    r = LD.build_response(dev, q, legacy=True)
+    assert r.id == q.id and r.question[0].name == q.question[0].name
+    assert max(rs.ttl for rs in r.answer + r.additional) <= 10
+
+
 # ---- in the lab ----------------------------------------------------------------------------
 
 def test_conditioner_rules_live_only_while_it_runs(lab):
@@ -158,6 +211,69 @@ def test_sleepy_a_present_type_is_never_reported_absent_twice(lab):
         assert ptr_targets(r, ptr) == instances, "second query, %.1f s later:\n%s" % (wait + 0.2, r)
     print("conditioner:", summary)
     assert summary["answers_held"] > 0, summary
+
+
+@pytest.fixture
+def learning_port(lab):
+    """A proxy of its own, so that what link 1 has learned of its answer times
+    (docs/ARCHITECTURE.md, "Slow links") comes from this test's browses only."""
+    lab.start_proxy([], name="learning", port=LEARNING_PORT, v6=False)
+    yield LEARNING_PORT
+    lab.stop_proc("learning")
+
+
+def link_metric(port, metric, interface=L.R_IF1):
+    status, text = admin_json(port + 3000, "/metrics")
+    assert status == 200, status
+    for line in text.splitlines():
+        if line.startswith('%s{link="%s"}' % (metric, interface)):
+            return float(line.split()[-1])
+    raise AssertionError("%s for %s not in /metrics" % (metric, interface))
+
+
+def test_devices_answering_at_different_times(lab, learning_port):
+    """Three devices of one type answer after 30, 250 and 600 ms (late_devices.py; the link
+    itself is prompt). The first browses teach link 1 its answer spread; from the third on,
+    the first answer lists all three, inside the 1.2 s resolvers wait. Before that, an
+    incomplete first answer is listed again in full by the next query after its TTL."""
+    seen = []
+    for n in range(4):
+        with late_devices(lab, DEVICES_MS, prefix="td") as (stype, instances):
+            ptr = name(stype, "_tcp")
+            r, dt = query(ptr, T.PTR, port=learning_port)
+            listed = ptr_targets(r, ptr) & instances
+            ttl = answer_ttl(r, listed)
+            seen.append((len(listed), round(dt * 1000), ttl))
+            if n >= 2:
+                assert listed == instances, "browse %d, learned: %s" % (n + 1, seen)
+                assert dt <= 1.2, seen
+            elif listed != instances:
+                time.sleep(ttl + 0.2)
+                r, _dt = query(ptr, T.PTR, port=learning_port)
+                assert ptr_targets(r, ptr) & instances == instances, r
+    print("three devices (listed, ms, TTL):", seen)
+    assert link_metric(learning_port, "mdns_link_answer_spread_seconds") >= 0.5
+    assert link_metric(learning_port, "mdns_link_negative_timeout_seconds") == 0.8, "its first answers are prompt"
+
+
+def test_sleepy_link_learns_to_wait(lab, learning_port):
+    """On a sleepy link the negative timeout grows past 0.8 s, to the 1.2 s resolvers wait at
+    most; a present type answered by then is listed, an absent first answer stays
+    provisional (TTL 2) and the next query lists it."""
+    with conditioned(lab, "sleepy") as summary:
+        for _ in range(6):   # the second-longest of six first answers is past 0.7 s but for 0.3 % of runs
+            with fresh_type(lab, INSTANCES, prefix="sw") as (stype, instances):
+                ptr = name(stype, "_tcp")
+                r, _dt = query(ptr, T.PTR, port=learning_port)
+                listed = ptr_targets(r, ptr)
+                if listed != instances:
+                    assert answer_ttl(r, listed) <= 2, r
+                    time.sleep(answer_ttl(r, listed) + 0.2)
+                    r, _dt = query(ptr, T.PTR, port=learning_port)
+                    assert ptr_targets(r, ptr) == instances, r
+        learned = link_metric(learning_port, "mdns_link_negative_timeout_seconds")
+    print("sleepy: negative timeout learned %.2f s; conditioner %s" % (learned, summary))
+    assert 0.8 < learned <= 1.2
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,15 @@ import DNSWire
 struct AnswerBuilder: Sendable {
     let configuration: ProxyConfiguration
 
-    /// The answer to an mDNS-planned query from `snapshot`, every TTL `ttl` (default: the cap);
+    /// The answer to an mDNS-planned query from `snapshot`, every TTL `ttl` (default: the cap,
+    /// or the provisional TTL while the link's devices may add to it);
     /// `context` says whether the client may see the link's private addresses.
     func answer(
         _ query: Message, plan: MDNSPlan, snapshot: Snapshot, ttl: UInt32? = nil, for context: QueryContext
     ) -> Message {
         var reply = reply(to: query)
         let owner = query.questions[0].name
-        let ttl = ttl ?? configuration.ttlCap
+        let ttl = ttl ?? (snapshot.isProvisional ? min(configuration.ttlCap, DiscoveryProxy.provisionalTTL) : configuration.ttlCap)
         let presentation = ZonePresentation(
             link: plan.link, suppressLinkLocal: configuration.suppressLinkLocal,
             hidesPrivateAddresses: context.hidesPrivateAddresses)

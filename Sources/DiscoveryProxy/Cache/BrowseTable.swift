@@ -20,6 +20,9 @@ struct BrowseTable: Sendable {
     var counters = BrowseCounters()
     /// The timer of each browse that has waiters (`Wakeup`).
     private(set) var wakeups: [BrowseKey: Wakeup] = [:]
+    /// How long each link's devices take to answer, learned from its browses
+    /// (`ProxyConfiguration.learnsAnswerTimes`).
+    private(set) var answerTimes: [String: AnswerTimes] = [:]
     /// Where the events with a metric of their own are counted (`mdns_queries_rate_limited_total`).
     let metrics: ProxyMetrics
 
@@ -60,13 +63,20 @@ struct BrowseTable: Sendable {
     ) -> Lookup {
         if var browse = browses[key] {
             browse.lastUsed = now
-            if browse.isEstablished(now: now, negativeTimeout: configuration.negativeTimeout) {
+            // While the collection window of its first records is open, a query waits for its
+            // end with the others: a half-filled browse is no answer (Knot Resolver's retry over
+            // the proxy's other address, 20 ms after its first query, got 13 of 19 types).
+            let collecting = wakeups[key]?.flushAt != nil && !browse.waiters.isEmpty
+            if !collecting
+                && (browse.hasResults
+                    || browse.isEstablished(now: now, negativeTimeout: negativeTimeout(on: key.interface, configuration)))
+            {
                 browses[key] = browse
                 if context.asker.isClient { counters.cacheHits += 1 }
                 return .hit
             }
             if context.asker.isClient { counters.cacheMisses += 1 }
-            let deadline = browse.deadline(joiningAt: now, negativeTimeout: configuration.negativeTimeout)
+            let deadline = browse.deadline(joiningAt: now, negativeTimeout: negativeTimeout(on: key.interface, configuration))
             let id = addWaiter(to: &browse, query: query, plan: plan, context: context, deadline: deadline)
             browses[key] = browse
             return .wait(waiterID: id, deadline: deadline, start: nil)
@@ -80,7 +90,8 @@ struct BrowseTable: Sendable {
         }
         var bucket = bucket(for: key.interface, now: now, configuration: configuration)
         let delay = bucket.reserve(now: now)
-        if delay >= configuration.negativeTimeout {
+        let negativeTimeout = negativeTimeout(on: key.interface, configuration)
+        if delay >= negativeTimeout {
             bucket.refund()
             buckets[key.interface] = bucket
             metrics.mdnsRateLimited(link: key.interface)
@@ -108,7 +119,7 @@ struct BrowseTable: Sendable {
             return .optimistic(optimisticSnapshot(stale, key: key, now: now), start: start)
         }
         if context.asker.isClient { counters.cacheMisses += 1 }
-        let deadline = now + configuration.negativeTimeout
+        let deadline = now + negativeTimeout
         let id = addWaiter(to: &browse, query: query, plan: plan, context: context, deadline: deadline)
         browses[key] = browse
         return .wait(waiterID: id, deadline: deadline, start: start)
@@ -183,7 +194,7 @@ struct BrowseTable: Sendable {
     /// Applies one mDNS event to browse `generation` (events of an older browse of the same
     /// question are dropped).
     mutating func receive(
-        _ event: MDNSEvent, for key: BrowseKey, generation: UInt32, now: Duration, collectionWindow: Duration
+        _ event: MDNSEvent, for key: BrowseKey, generation: UInt32, now: Duration, configuration: ProxyConfiguration
     ) -> Reception {
         // Taken out and put back, so that its record table is not shared (copied) while changed.
         guard browses[key]?.generation == generation, var browse = browses.removeValue(forKey: key) else {
@@ -208,12 +219,18 @@ struct BrowseTable: Sendable {
                 reception.firstResultAfter = now - browse.startedAt
                 for index in browse.waiters.indices { browse.waiters[index].firstResultAt = now }
             }
+            // A browse, in DNS-SD's sense, is where several devices answer one question.
+            if configuration.learnsAnswerTimes && key.type == .ptr {
+                answerTimes[key.interface, default: AnswerTimes()].observe(
+                    generation: generation, age: now - browse.startedAt, isFirst: !browse.hasResults)
+            }
             browse.hasResults = true
             guard !browse.waiters.isEmpty, wakeups[key]?.flushAt == nil else { return reception }
-            if collectionWindow == .zero {
+            if configuration.collectionWindow == .zero {
                 reception.follow = .flushNow
             } else {
-                wakeups[key, default: Wakeup(generation: generation)].flushAt = now + collectionWindow
+                wakeups[key, default: Wakeup(generation: generation)].flushAt = answerAt(
+                    key, startedAt: browse.startedAt, firstAt: now, configuration)
                 reception.follow = .armWindow
             }
         case .removed(let record):
@@ -236,8 +253,13 @@ struct BrowseTable: Sendable {
                 reception.changes = gone.map { .removed(CachedRecord($0.0, $0.1)) }
                 reception.invalidates = !gone.isEmpty
             }
-            // The daemon's cache is drained; if it had answers, nothing is gained by waiting.
-            if !browse.records.isEmpty && !browse.waiters.isEmpty { reception.follow = .flushNow }
+            // The daemon's cache is drained; if it had answers, nothing is gained by waiting,
+            // unless the link's devices usually answer later than that.
+            if !browse.records.isEmpty && !browse.waiters.isEmpty
+                && !expectsMore(key, generation: generation, startedAt: browse.startedAt, now: now)
+            {
+                reception.follow = .flushNow
+            }
         case .failed, .restarted:
             // The daemon went away or came back: what we had may be stale. Start over, as
             // a new query would (waiters keep their own deadlines). A restart is shown to
@@ -362,8 +384,11 @@ struct BrowseTable: Sendable {
     }
 
     /// A reload: releases the browses of links not in `kept` (their cached RDATA was shown
-    /// in the old zone) and forgets the rate limits (rates may have changed).
-    mutating func release(keepingLinks kept: Set<String>) -> [Browse] {
+    /// in the old zone) and forgets the rate limits (rates may have changed), and what the
+    /// links learned when `learns` is off or they are not kept (an interface may now face
+    /// another link).
+    mutating func release(keepingLinks kept: Set<String>, learns: Bool = true) -> [Browse] {
+        answerTimes = learns ? answerTimes.filter { kept.contains($0.key) } : [:]
         released = released.filter { kept.contains($0.key.interface) }
         let gone = browses.filter { !kept.contains($0.key.interface) }
         for key in gone.keys { browses[key] = nil }
@@ -390,6 +415,44 @@ struct BrowseTable: Sendable {
         nextWaiterID += 1
         browse.waiters.append(Waiter(id: id, query: query, plan: plan, deadline: deadline, context: context))
         return id
+    }
+
+    // MARK: Learned answer times
+
+    /// How long a query on `interface` waits for mDNS before "nothing there".
+    func negativeTimeout(on interface: String, _ configuration: ProxyConfiguration) -> Duration {
+        guard configuration.learnsAnswerTimes, let times = answerTimes[interface] else { return configuration.negativeTimeout }
+        return times.negativeTimeout(configured: configuration.negativeTimeout)
+    }
+
+    /// What `interface` has learned, for the status API and `/metrics`.
+    func learnedAnswerTimes(on interface: String, _ configuration: ProxyConfiguration) -> LinkAnswerTimes {
+        let times = configuration.learnsAnswerTimes ? answerTimes[interface] : nil
+        return LinkAnswerTimes(
+            negativeTimeoutSeconds: negativeTimeout(on: interface, configuration) / .seconds(1),
+            spreadSeconds: (times?.usualSpread ?? .zero) / .seconds(1), browses: times?.samples.count ?? 0)
+    }
+
+    /// When the waiters of `key`'s browse are answered, its first record having come at `firstAt`.
+    private func answerAt(
+        _ key: BrowseKey, startedAt: Duration, firstAt: Duration, _ configuration: ProxyConfiguration
+    ) -> Duration {
+        guard configuration.learnsAnswerTimes, let times = answerTimes[key.interface] else {
+            return firstAt + configuration.collectionWindow
+        }
+        return times.answerAt(
+            startedAt: startedAt, firstAt: firstAt, window: configuration.collectionWindow,
+            negativeTimeout: configuration.negativeTimeout)
+    }
+
+    /// `key`'s browse may still get records its link's devices usually send later
+    /// (`AnswerTimes.expectsMore`); only PTR browses learn, so only they expect.
+    func expectsMore(_ key: BrowseKey, generation: UInt32, startedAt: Duration, now: Duration) -> Bool {
+        // Cheap test first: this is asked by every hit.
+        guard key.type == .ptr, now - startedAt < AnswerTimes.horizon, let times = answerTimes[key.interface] else {
+            return false
+        }
+        return times.expectsMore(generation: generation, startedAt: startedAt, now: now)
     }
 
     private mutating func takeGeneration() -> UInt32 {

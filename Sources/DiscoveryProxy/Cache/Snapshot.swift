@@ -17,6 +17,10 @@ struct Snapshot: Sendable {
     /// Some SRV target's known addresses may all be unusable, but its address browses have
     /// not settled yet: whether it is usable is still to be decided.
     var hasPendingTargets = false
+    /// The link's devices may still add to the answers: the browse is within its link's usual
+    /// spread of answer times (`AnswerTimes`). Its TTL is `DiscoveryProxy.provisionalTTL`, and
+    /// it is not settled (not replayed).
+    var isProvisional = false
 }
 
 extension BrowseTable {
@@ -25,6 +29,10 @@ extension BrowseTable {
         guard let browse = browses[key] else { return Snapshot() }
         var snapshot = snapshot(answers: browse.orderedRecords, interface: key.interface, now: now)
         snapshot.isSettled = snapshot.isSettled && browse.isSettled(now: now)
+        if browse.hasResults && expectsMore(key, generation: browse.generation, startedAt: browse.startedAt, now: now) {
+            snapshot.isProvisional = true
+            snapshot.isSettled = false
+        }
         return snapshot
     }
 

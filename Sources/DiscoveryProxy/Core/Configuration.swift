@@ -128,6 +128,10 @@ public struct ProxyConfiguration: Sendable {
     /// After the first mDNS result, wait this long for more before answering, so that the
     /// rest of the same mDNS packet (and near-simultaneous responders) make it in.
     public var collectionWindow: Duration = .milliseconds(50)
+    /// Learn each link's mDNS answer times from its browses and lengthen, for a slow link,
+    /// `negativeTimeout` and `collectionWindow` (up to 1.2 s after the query), with a short TTL
+    /// on an answer its late devices may still add to (`AnswerTimes`).
+    public var learnsAnswerTimes = true
     /// A browse with no query for this long is released (its avahi object freed).
     public var browseIdleTimeout: Duration = .seconds(120)
     /// TTL of every record in a unicast answer (RFC 8766 §5.5.1: at most 10 s).

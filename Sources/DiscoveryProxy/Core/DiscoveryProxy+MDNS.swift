@@ -52,10 +52,9 @@ extension DiscoveryProxy {
         let generation = tag
         let now = scheduler.now()
         let configuration = self.configuration
-        let window = configuration.collectionWindow
         var pending = false
         let (reception, pushes) = state.withLock { state -> (BrowseTable.Reception, [PushDelivery]) in
-            let reception = state.table.receive(event, for: key, generation: generation, now: now, collectionWindow: window)
+            let reception = state.table.receive(event, for: key, generation: generation, now: now, configuration: configuration)
             if reception.invalidates { invalidateReplays() }
             var pushes: [PushDelivery] = []
             if reception.cleared {

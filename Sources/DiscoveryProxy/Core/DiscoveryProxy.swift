@@ -107,7 +107,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         metrics.prepare(links: configuration.links.map(\.interface))
         let dropped = state.withLock { state in
             state.inventory = configuration.inventoryInterval == nil ? [:] : state.inventory.filter { kept.contains($0.key) }
-            return state.table.release(keepingLinks: kept)
+            return state.table.release(keepingLinks: kept, learns: configuration.learnsAnswerTimes)
         }
         cancelOrphanedWakeups()
         if inventoryWasOff { scheduleFirstInventory() }
@@ -158,10 +158,15 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     /// What every link's live browses know right now, for the status page and API.
     public func linkStatus() -> [LinkStatus] {
         let now = scheduler.now()
-        let (browses, inventory) = state.withLock { ($0.table.browses, $0.inventory) }
         let configuration = catalog.configuration
+        let (browses, inventory, times) = state.withLock { state in
+            let times = Dictionary(uniqueKeysWithValues: configuration.links.map { link in
+                (link.interface, state.table.learnedAnswerTimes(on: link.interface, configuration))
+            })
+            return (state.table.browses, state.inventory, times)
+        }
         return LinkStatus.make(
-            links: configuration.links, browses: browses, inventory: inventory,
+            links: configuration.links, browses: browses, inventory: inventory, answerTimes: { times[$0] ?? LinkAnswerTimes() },
             suppressLinkLocal: configuration.suppressLinkLocal, now: now)
     }
 

@@ -13,15 +13,35 @@ public struct LinkStatus: Sendable, Codable, Equatable {
     /// The proxy's own inventory of the link (`LinkInventory`); nil when it is off or no
     /// round has ended yet.
     public var inventory: LinkInventory?
+    /// How long a query on this link waits for mDNS, as learned (`AnswerTimes`).
+    public var answerTimes: LinkAnswerTimes
 
     public init(
-        interface: String, zone: String, activeBrowses: Int, services: [ServiceStatus], inventory: LinkInventory? = nil
+        interface: String, zone: String, activeBrowses: Int, services: [ServiceStatus], inventory: LinkInventory? = nil,
+        answerTimes: LinkAnswerTimes = LinkAnswerTimes()
     ) {
         self.interface = interface
         self.zone = zone
         self.activeBrowses = activeBrowses
         self.services = services
         self.inventory = inventory
+        self.answerTimes = answerTimes
+    }
+}
+
+/// A link's learned mDNS answer times (`AnswerTimes`), for `/metrics` and the status API.
+public struct LinkAnswerTimes: Sendable, Codable, Equatable {
+    /// How long a query waits for a first mDNS answer before "nothing there".
+    public var negativeTimeoutSeconds: Double
+    /// Added to the collection window: the usual time between a browse's first and last answer.
+    public var spreadSeconds: Double
+    /// Recent browses it was learned from (at most 16).
+    public var browses: Int
+
+    public init(negativeTimeoutSeconds: Double = 0.8, spreadSeconds: Double = 0, browses: Int = 0) {
+        self.negativeTimeoutSeconds = negativeTimeoutSeconds
+        self.spreadSeconds = spreadSeconds
+        self.browses = browses
     }
 }
 
@@ -57,7 +77,7 @@ public struct ServiceStatus: Sendable, Codable, Equatable {
 extension LinkStatus {
     static func make(
         links: [Link], browses: [BrowseKey: Browse], inventory: [String: (LinkInventory, at: Duration)] = [:],
-        suppressLinkLocal: Bool, now: Duration
+        answerTimes: (String) -> LinkAnswerTimes = { _ in LinkAnswerTimes() }, suppressLinkLocal: Bool, now: Duration
     ) -> [LinkStatus] {
         links.map { link in
             let mine = browses.filter { $0.key.interface == link.interface }
@@ -108,7 +128,7 @@ extension LinkStatus {
             }
             return LinkStatus(
                 interface: link.interface, zone: "\(link.zone)", activeBrowses: mine.count, services: services,
-                inventory: taken)
+                inventory: taken, answerTimes: answerTimes(link.interface))
         }
     }
 }

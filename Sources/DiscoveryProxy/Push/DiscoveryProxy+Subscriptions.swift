@@ -138,7 +138,7 @@ extension DiscoveryProxy {
         enum Step { case none, verify(MDNSRecord), removed([PushDelivery]) }
         let step = state.withLock { state -> Step in
             guard let browse = state.table.browses[key],
-                browse.isEstablished(now: now, negativeTimeout: configuration.negativeTimeout)
+                browse.isEstablished(now: now, negativeTimeout: state.table.negativeTimeout(on: key.interface, configuration))
             else { return .none }
             let presentation = ZonePresentation(link: plan.link, suppressLinkLocal: configuration.suppressLinkLocal)
             if let held = browse.records.first(where: {
