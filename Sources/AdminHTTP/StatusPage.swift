@@ -228,7 +228,6 @@ public enum StatusPage {
         return out
     }
 
-    /// `45 s`, `12 min`, `3 h 20 min`, `2 d 4 h`.
     /// What the link learned of its mDNS answer times (docs/ARCHITECTURE.md, "Slow links").
     static func answerTimes(_ times: LinkAnswerTimes) -> String {
         let wait = "waits \(Int((times.negativeTimeoutSeconds * 1000).rounded())) ms for mDNS"
@@ -236,6 +235,7 @@ public enum StatusPage {
         return wait + ", collects \(Int((times.spreadSeconds * 1000).rounded())) ms longer"
     }
 
+    /// `45 s`, `12 min`, `3 h 20 min`, `2 d 4 h`.
     static func formatUptime(_ seconds: Double) -> String {
         let total = max(0, Int(seconds))
         let days = total / 86_400

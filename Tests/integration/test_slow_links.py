@@ -41,8 +41,8 @@ import lab as L
 import late_devices as LD
 from helpers import name, ptr_targets, query, unique
 from late_lab import late_devices
-from loadgen import admin_json
 from slowlab import answer_ttl, conditioned, fresh_type, iptables_rules, negative_ttl, push_latency
+from test_admin import scrape
 
 INSTANCES = 3
 PUSH_DNS_PORT, PUSH_TLS_PORT = 5330, 8873
@@ -222,13 +222,12 @@ def learning_port(lab):
     lab.stop_proc("learning")
 
 
-def link_metric(port, metric, interface=L.R_IF1):
-    status, text = admin_json(port + 3000, "/metrics")
-    assert status == 200, status
-    for line in text.splitlines():
-        if line.startswith('%s{link="%s"}' % (metric, interface)):
-            return float(line.split()[-1])
-    raise AssertionError("%s for %s not in /metrics" % (metric, interface))
+def link_metric(port, name_, interface=L.R_IF1):
+    """One of the link's learned figures on the proxy's /metrics (admin port: DNS port + 3000)."""
+    samples, _typed = scrape(port + 3000)
+    key = (name_, frozenset({("link", interface)}))
+    assert key in samples, "%s for %s not in /metrics" % (name_, interface)
+    return samples[key]
 
 
 def test_devices_answering_at_different_times(lab, learning_port):

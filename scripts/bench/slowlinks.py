@@ -57,7 +57,7 @@ PUSH_SLACK_MS = {"perfect": 0, "wifi-good": 5, "wifi-busy": 80, "sleepy": 5 + 95
 def cold_trial(run_, profile, seed, ask, margin, reference=False):
     """One cold browse of a fresh type on the conditioned link 1. `ask(ptr)` returns (response
     or None, seconds). Returns (share of the instances in the first answer, seconds to it, the
-    TTL it carried when incomplete, the share in the next answer `margin` seconds after that
+    TTL it carried (None without an answer), the share in the next answer `margin` seconds after that
     TTL ran out, or None when the first was complete, and how many instances avahi-browse on
     the router listed within 5 s, or None). With `reference`, the shares are of what
     avahi-browse listed (the issue's reference; 5 s more per trial)."""
@@ -81,21 +81,15 @@ def browse_trial(run_, stype, instances, ask, margin, reference):
             second = ptr_targets(again, ptr) & instances if again is not None else set()
     want = avahi if avahi else instances
     share = len(listed & want) / len(want)
-    return (share, seconds, None if share == 1.0 else ttl, None if second is None else len(second & want) / len(want),
+    return (share, seconds, ttl, None if second is None else len(second & want) / len(want),
             None if avahi is None else len(avahi))
 
 
 def devices_trial(run_, port, delays_ms):
     """One cold browse of a fresh type whose devices answer after `delays_ms` (a perfect
-    link; Tests/integration/late_devices.py). Returns what `cold_trial` does, with the TTL
-    of a complete answer too."""
+    link; Tests/integration/late_devices.py). Returns what `cold_trial` does."""
     with late_lab.late_devices(run_.lab, delays_ms, prefix="sd") as (stype, instances):
-        result = browse_trial(run_, stype, instances, lambda ptr: probes.ask(ptr, dns.rdatatype.PTR, port), 0.2, True)
-        if result[0] == 1.0:   # the TTL of a complete answer: 10, or 2 while the link is unknown
-            ptr = dns.name.from_text("%s._tcp.%s" % (stype, lab.ZONE1))
-            r, _ = probes.ask(ptr, dns.rdatatype.PTR, port)
-            result = (result[0], result[1], slowlab.answer_ttl(r, True)) + result[3:]
-        return result
+        return browse_trial(run_, stype, instances, lambda ptr: probes.ask(ptr, dns.rdatatype.PTR, port), 0.2, True)
 
 
 def devices_rows(run_, port, smoke=False):

@@ -152,9 +152,11 @@ struct Browse: Sendable {
     }
 
     /// Whether a query can be answered from this browse now (a cache hit, RFC 8766 §5.6):
-    /// it has had results, or has run the full negative timeout without any.
-    func isEstablished(now: Duration, negativeTimeout: Duration) -> Bool {
-        hasResults || now - startedAt >= negativeTimeout
+    /// it has had results, or has run the full negative timeout without any. The timeout is
+    /// the link's learned one (`BrowseTable.negativeTimeout(on:_:)`), looked up only when
+    /// there are no results: a hit does not pay for it.
+    func isEstablished(now: Duration, negativeTimeout: @autoclosure () -> Duration) -> Bool {
+        hasResults || now - startedAt >= negativeTimeout()
     }
 
     /// When a query joining now gets its answer at the latest: at the end of this browse's

@@ -68,8 +68,7 @@ struct BrowseTable: Sendable {
             // the proxy's other address, 20 ms after its first query, got 13 of 19 types).
             let collecting = wakeups[key]?.flushAt != nil && !browse.waiters.isEmpty
             if !collecting
-                && (browse.hasResults
-                    || browse.isEstablished(now: now, negativeTimeout: negativeTimeout(on: key.interface, configuration)))
+                && browse.isEstablished(now: now, negativeTimeout: negativeTimeout(on: key.interface, configuration))
             {
                 browses[key] = browse
                 if context.asker.isClient { counters.cacheHits += 1 }
@@ -255,9 +254,7 @@ struct BrowseTable: Sendable {
             }
             // The daemon's cache is drained; if it had answers, nothing is gained by waiting,
             // unless the link's devices usually answer later than that.
-            if !browse.records.isEmpty && !browse.waiters.isEmpty
-                && !expectsMore(key, generation: generation, startedAt: browse.startedAt, now: now)
-            {
+            if !browse.records.isEmpty && !browse.waiters.isEmpty && !expectsMore(key, browse, now: now) {
                 reception.follow = .flushNow
             }
         case .failed, .restarted:
@@ -445,14 +442,13 @@ struct BrowseTable: Sendable {
             negativeTimeout: configuration.negativeTimeout)
     }
 
-    /// `key`'s browse may still get records its link's devices usually send later
+    /// `key`'s `browse` may still get records its link's devices usually send later
     /// (`AnswerTimes.expectsMore`); only PTR browses learn, so only they expect.
-    func expectsMore(_ key: BrowseKey, generation: UInt32, startedAt: Duration, now: Duration) -> Bool {
+    func expectsMore(_ key: BrowseKey, _ browse: Browse, now: Duration) -> Bool {
         // Cheap test first: this is asked by every hit.
-        guard key.type == .ptr, now - startedAt < AnswerTimes.horizon, let times = answerTimes[key.interface] else {
-            return false
-        }
-        return times.expectsMore(generation: generation, startedAt: startedAt, now: now)
+        guard key.type == .ptr, now - browse.startedAt < AnswerTimes.horizon, let times = answerTimes[key.interface]
+        else { return false }
+        return times.expectsMore(generation: browse.generation, startedAt: browse.startedAt, now: now)
     }
 
     private mutating func takeGeneration() -> UInt32 {

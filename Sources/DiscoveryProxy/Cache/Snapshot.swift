@@ -29,7 +29,7 @@ extension BrowseTable {
         guard let browse = browses[key] else { return Snapshot() }
         var snapshot = snapshot(answers: browse.orderedRecords, interface: key.interface, now: now)
         snapshot.isSettled = snapshot.isSettled && browse.isSettled(now: now)
-        if browse.hasResults && expectsMore(key, generation: browse.generation, startedAt: browse.startedAt, now: now) {
+        if browse.hasResults && expectsMore(key, browse, now: now) {
             snapshot.isProvisional = true
             snapshot.isSettled = false
         }

@@ -166,7 +166,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             return (state.table.browses, state.inventory, times)
         }
         return LinkStatus.make(
-            links: configuration.links, browses: browses, inventory: inventory, answerTimes: { times[$0] ?? LinkAnswerTimes() },
+            links: configuration.links, browses: browses, inventory: inventory, answerTimes: times,
             suppressLinkLocal: configuration.suppressLinkLocal, now: now)
     }
 

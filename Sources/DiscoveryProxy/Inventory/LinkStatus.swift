@@ -77,7 +77,7 @@ public struct ServiceStatus: Sendable, Codable, Equatable {
 extension LinkStatus {
     static func make(
         links: [Link], browses: [BrowseKey: Browse], inventory: [String: (LinkInventory, at: Duration)] = [:],
-        answerTimes: (String) -> LinkAnswerTimes = { _ in LinkAnswerTimes() }, suppressLinkLocal: Bool, now: Duration
+        answerTimes: [String: LinkAnswerTimes] = [:], suppressLinkLocal: Bool, now: Duration
     ) -> [LinkStatus] {
         links.map { link in
             let mine = browses.filter { $0.key.interface == link.interface }
@@ -128,7 +128,7 @@ extension LinkStatus {
             }
             return LinkStatus(
                 interface: link.interface, zone: "\(link.zone)", activeBrowses: mine.count, services: services,
-                inventory: taken, answerTimes: answerTimes(link.interface))
+                inventory: taken, answerTimes: answerTimes[link.interface] ?? LinkAnswerTimes())
         }
     }
 }
