@@ -66,7 +66,8 @@ struct BrowseTable: Sendable {
             // While the collection window of its first records is open, a query waits for its
             // end with the others: a half-filled browse is no answer (Knot Resolver's retry over
             // the proxy's other address, 20 ms after its first query, got 13 of 19 types).
-            let collecting = wakeups[key]?.flushAt != nil && !browse.waiters.isEmpty
+            // (Waiters first: a hit on a settled browse has none, and skips the second lookup.)
+            let collecting = !browse.waiters.isEmpty && wakeups[key]?.flushAt != nil
             if !collecting
                 && browse.isEstablished(now: now, negativeTimeout: negativeTimeout(on: key.interface, configuration))
             {
