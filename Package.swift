@@ -20,6 +20,22 @@ let releaseLinkerSettings: [LinkerSetting] = [
         .when(platforms: [.linux], configuration: .release)),
 ]
 
+// The proxy's executable laid out for a small resident set (docs/BENCHMARKS.md, "Footprint,
+// step 5"; Linking/README.md). The functions a running proxy uses come first, in the order of
+// Linking/symbol-order.txt (a profile from the lab, scripts/symbol-order.py); Swift's private
+// helpers, which have no name to order by, go together in front (Linking/private-text.ld);
+// identical functions are folded into one. Names the code no longer has are skipped without
+// a warning: a stale order costs memory, never correctness. The order and the folding need a
+// section per function, which the release builds ask for (debian/rules, Dockerfile).
+let proxyLinkerSettings: [LinkerSetting] = releaseLinkerSettings + [
+    .unsafeFlags(
+        ["-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Linking/symbol-order.txt",
+         "-Xlinker", "--no-warn-symbol-ordering",
+         "-Xlinker", "--script=\(Context.packageDirectory)/Linking/private-text.ld",
+         "-Xlinker", "--icf=all"],
+        .when(platforms: [.linux], configuration: .release)),
+]
+
 let package = Package(
     name: "discovery-proxy",
     platforms: [.macOS(.v15)],
@@ -167,7 +183,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings,
-            linkerSettings: releaseLinkerSettings
+            linkerSettings: proxyLinkerSettings
         ),
 
         // libFuzzer harnesses (decode, query path, TCP framing); scripts/fuzz.sh builds them with

@@ -139,11 +139,20 @@ class Stats:
 
 
 def rss_kib(pid):
+    return rss_parts_kib(pid).get("VmRSS", 0)
+
+
+def rss_parts_kib(pid):
+    """VmRSS and its parts (RssAnon: heap and stacks; RssFile: the executable's and the
+    libraries' pages), in KiB. Growth in RssFile is code or data first touched late, bounded
+    by the files' size; growth in RssAnon is what a leak looks like."""
+    parts = {}
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+            key = line.split(":", 1)[0]
+            if key in ("VmRSS", "RssAnon", "RssFile"):
+                parts[key] = int(line.split()[1])
+    return parts
 
 
 # Connections at once: below the proxy's tcp.max-connections-per-client, or its refusals
@@ -348,9 +357,9 @@ def churn(lab, truth, rng, period, t_end, stop):
     return n
 
 
-async def send(lab, args, rng, truth, stats, rss, t_start, t_end):
-    """Queries at args.rate until t_end, RSS sampled every args.sample seconds. Returns
-    (sent, skipped, crashed)."""
+async def send(lab, args, rng, truth, stats, rss, t_start, t_end, rss_parts=None):
+    """Queries at args.rate until t_end, RSS sampled every args.sample seconds (its parts
+    into `rss_parts`, if given). Returns (sent, skipped, crashed)."""
     pid = lab.proxy.pid
     sent = skipped = 0
     inflight = set()
@@ -360,7 +369,10 @@ async def send(lab, args, rng, truth, stats, rss, t_start, t_end):
         if lab.proxy.poll() is not None:
             break
         if now >= next_sample:
-            rss.append((round(now - t_start, 1), rss_kib(pid)))
+            parts = rss_parts_kib(pid)
+            rss.append((round(now - t_start, 1), parts.get("VmRSS", 0)))
+            if rss_parts is not None:
+                rss_parts.append((rss[-1][0], parts.get("RssAnon", 0), parts.get("RssFile", 0)))
             next_sample += args.sample
         if now - last_report >= 60:
             last_report = now
@@ -446,10 +458,11 @@ def run(lab, args, duration, warmup):
         churn(lab, truth, random.Random(args.seed + 1), args.churn, t_end, stop)), daemon=True)
     churner.start()
     rss = []  # (seconds since start, KiB)
+    rss_parts = []  # (seconds since start, RssAnon KiB, RssFile KiB)
     # One thread, one event loop inside the router's namespace: a thread per query held the
     # generator near 250 q/s on this machine (the GIL), below the issue-28 soak's 500.
     with L.netns(L.NS_R):
-        sent, skipped, crashed = asyncio.run(send(lab, args, rng, truth, stats, rss, t_start, t_end))
+        sent, skipped, crashed = asyncio.run(send(lab, args, rng, truth, stats, rss, t_start, t_end, rss_parts))
     stop.set()
     churner.join(30)
     if lab.proxy.poll() is not None:
@@ -460,6 +473,8 @@ def run(lab, args, duration, warmup):
     rss_start, rss_end = counted[0], counted[-1]
     growth = 100.0 * (rss_end - rss_start) / rss_start if rss_start else 0.0
     slope = rss_slope([(t, kib) for t, kib in rss if t >= warmup])
+    anon_slope = rss_slope([(t, anon) for t, anon, _f in rss_parts if t >= warmup])
+    file_slope = rss_slope([(t, file_) for t, _a, file_ in rss_parts if t >= warmup])
     figures = {
         "minutes": args.minutes, "rate": args.rate, "queries_sent": sent, "skipped": skipped,
         "answers_checked": stats.checked, "wrong": stats.wrong, "errors": stats.errors,
@@ -471,6 +486,9 @@ def run(lab, args, duration, warmup):
         "rss_max_kib": max(kib for _t, kib in rss), "rss_growth_pct": round(growth, 2),
         "rss_slope_kib_per_min": None if slope is None else round(slope, 3),
         "rss_samples": rss, "wrong_samples": stats.wrong_samples,
+        "rss_anon_slope_kib_per_min": None if anon_slope is None else round(anon_slope, 3),
+        "rss_file_slope_kib_per_min": None if file_slope is None else round(file_slope, 3),
+        "rss_parts_samples": rss_parts,
     }
     if args.report:
         with open(args.report, "w") as f:
@@ -482,6 +500,9 @@ def run(lab, args, duration, warmup):
               stats.truncated, stats.checked, stats.wrong, stats.errors, stats.error_kinds,
               stats.ambiguous, stats.optimistic, figures["publish_withdraw_events"], rss_start, rss_end,
               warmup, growth, figures["rss_max_kib"], "n/a" if slope is None else "%+.2f" % slope))
+    if anon_slope is not None and file_slope is not None:
+        print("soak: of the slope, anonymous (heap, stacks) %+.2f KiB/min, file-backed (code, data) %+.2f KiB/min" % (
+            anon_slope, file_slope))
     for w in stats.wrong_samples:
         print("  wrong: %s" % w)
     failures = []
