@@ -138,10 +138,6 @@ class Stats:
                 self.wrong_samples.append(what)
 
 
-def rss_kib(pid):
-    return rss_parts_kib(pid).get("VmRSS", 0)
-
-
 def rss_parts_kib(pid):
     """VmRSS and its parts (RssAnon: heap and stacks; RssFile: the executable's and the
     libraries' pages), in KiB. Growth in RssFile is code or data first touched late, bounded
@@ -357,9 +353,16 @@ def churn(lab, truth, rng, period, t_end, stop):
     return n
 
 
-async def send(lab, args, rng, truth, stats, rss, t_start, t_end, rss_parts=None):
-    """Queries at args.rate until t_end, RSS sampled every args.sample seconds (its parts
-    into `rss_parts`, if given). Returns (sent, skipped, crashed)."""
+def sample_rss(pid, t, rss, rss_parts):
+    """Appends VmRSS at `t` to `rss`, and its anonymous and file-backed parts to `rss_parts`."""
+    parts = rss_parts_kib(pid)
+    rss.append((t, parts.get("VmRSS", 0)))
+    rss_parts.append((t, parts.get("RssAnon", 0), parts.get("RssFile", 0)))
+
+
+async def send(lab, args, rng, truth, stats, rss, rss_parts, t_start, t_end):
+    """Queries at args.rate until t_end, RSS and its parts sampled every args.sample seconds.
+    Returns (sent, skipped, crashed)."""
     pid = lab.proxy.pid
     sent = skipped = 0
     inflight = set()
@@ -369,10 +372,7 @@ async def send(lab, args, rng, truth, stats, rss, t_start, t_end, rss_parts=None
         if lab.proxy.poll() is not None:
             break
         if now >= next_sample:
-            parts = rss_parts_kib(pid)
-            rss.append((round(now - t_start, 1), parts.get("VmRSS", 0)))
-            if rss_parts is not None:
-                rss_parts.append((rss[-1][0], parts.get("RssAnon", 0), parts.get("RssFile", 0)))
+            sample_rss(pid, round(now - t_start, 1), rss, rss_parts)
             next_sample += args.sample
         if now - last_report >= 60:
             last_report = now
@@ -462,13 +462,13 @@ def run(lab, args, duration, warmup):
     # One thread, one event loop inside the router's namespace: a thread per query held the
     # generator near 250 q/s on this machine (the GIL), below the issue-28 soak's 500.
     with L.netns(L.NS_R):
-        sent, skipped, crashed = asyncio.run(send(lab, args, rng, truth, stats, rss, t_start, t_end, rss_parts))
+        sent, skipped, crashed = asyncio.run(send(lab, args, rng, truth, stats, rss, rss_parts, t_start, t_end))
     stop.set()
     churner.join(30)
     if lab.proxy.poll() is not None:
         crashed = True
     else:
-        rss.append((round(time.monotonic() - t_start, 1), rss_kib(pid)))
+        sample_rss(pid, round(time.monotonic() - t_start, 1), rss, rss_parts)
     counted = [kib for t, kib in rss if t >= warmup] or [kib for _t, kib in rss]
     rss_start, rss_end = counted[0], counted[-1]
     growth = 100.0 * (rss_end - rss_start) / rss_start if rss_start else 0.0

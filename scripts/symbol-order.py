@@ -50,6 +50,7 @@ sys.path.insert(0, os.path.join(HERE, "bench"))
 
 import dns.rdatatype as T  # noqa: E402
 
+import footprint  # noqa: E402
 import lab  # noqa: E402
 import probes  # noqa: E402
 from proxies import FOOTPRINT_PORT, Proxy  # noqa: E402
@@ -99,15 +100,12 @@ def self_costs(path, binary):
 
 
 def first_queries(port):
-    """What bench row j asks before it measures: a client's first queries. A profile of a
-    proxy that answered none of them would order the wrong code."""
-    answered = 0
-    for name, rdtype in [(lab.ZONE1, T.SOA), ("b._dns-sd._udp." + lab.ZONE1, T.PTR),
-                         ("_services._dns-sd._udp." + lab.ZONE1, T.PTR), ("_ipp._tcp." + lab.ZONE1, T.PTR)]:
-        r, _t = probes.ask(name, rdtype, port, timeout=20.0)
-        answered += r is not None and bool(r.answer)
-    if answered < 4:
-        raise RuntimeError("the proxy under callgrind answered %d of the 4 first queries" % answered)
+    """Row j's first queries. A profile of a proxy that answered none of them would order the
+    wrong code."""
+    answered = footprint.ask_first_queries(port, timeout=20.0)
+    if answered < len(footprint.FIRST_QUERIES):
+        raise RuntimeError("the proxy under callgrind answered %d of the %d first queries" % (
+            answered, len(footprint.FIRST_QUERIES)))
 
 
 def wider_queries(port, admin_port):
@@ -135,12 +133,9 @@ def wider_queries(port, admin_port):
 def profile(lab_, binary, directory, name, workload, idle):
     out = os.path.join(directory, "%s.callgrind" % name)
     wrapper = callgrind_wrapper(directory, binary, out)
-    # Row j's proxy (one link, the bench's configuration), started as Proxy.start does but
-    # with time for callgrind, under which it runs ~50 times slower.
-    p = Proxy(lab_, wrapper, FOOTPRINT_PORT, name, links=[(lab.R_IF1, lab.ZONE1)])
-    p.proc = lab_.start_proxy(["--link", "%s=%s" % (lab.R_IF1, lab.ZONE1)] + p.args, name=name, port=p.port,
-                              v6=False, binary=wrapper, log_level="notice", links=False, apex=lab.ZONE1,
-                              timeout=300)
+    # Row j's proxy (one link, the bench's configuration), with time to start under
+    # callgrind, which runs it ~50 times slower.
+    p = Proxy(lab_, wrapper, FOOTPRINT_PORT, name, links=[(lab.R_IF1, lab.ZONE1)]).start(timeout=300)
     try:
         workload(p)
         time.sleep(idle)

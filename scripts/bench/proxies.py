@@ -44,13 +44,14 @@ class Proxy:
         self.args = ["--config", self.config] + list(extra_args)
         self.proc = None
 
-    def start(self):
+    def start(self, timeout=30):
+        """`timeout`: seconds to wait for its first answer (longer under a profiler)."""
         args = self.args
         if self.links is not None:
             args = [a for interface, zone in self.links for a in ("--link", "%s=%s" % (interface, zone))] + args
         self.proc = self.lab.start_proxy(args, name=self.name, port=self.port, v6=False, binary=self.binary,
                                          log_level="notice", links=self.links is None,
-                                         apex=self.links[0][1] if self.links else lab.ZONE1)
+                                         apex=self.links[0][1] if self.links else lab.ZONE1, timeout=timeout)
         return self
 
     @property
