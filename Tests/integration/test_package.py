@@ -1,10 +1,12 @@
 """The Debian package (debian/, built by scripts/test.sh with dpkg-buildpackage): installed
 with apt-get as a user would (Depends resolved by apt), its files where Debian puts them, the
-installed binary serving the lab (as the package's system user), and purged again without a
-trace. Runs only when DISCOVERY_PROXY_DEB names the built .deb."""
+installed binary serving the lab (as the package's system user), its size within
+issue 28's targets, and purged again without a trace. Runs only when DISCOVERY_PROXY_DEB
+names the built .deb."""
 
 import os
 import pwd
+import shlex
 import subprocess
 
 import dns.rdatatype as T
@@ -65,6 +67,31 @@ def test_installed_binary_serves_the_lab(lab, installed):
         assert uid == pwd.getpwnam("discovery-proxy").pw_uid
     finally:
         lab.stop_proc("packaged")
+
+
+def _build_options():
+    """DEB_BUILD_OPTIONS when the package was built: the .buildinfo beside the .deb records
+    the build's environment."""
+    info = DEB[:-len(".deb")] + ".buildinfo"
+    if os.path.exists(info):
+        for line in open(info):
+            if line.startswith(" DEB_BUILD_OPTIONS="):
+                return shlex.split(line.split("=", 1)[1])[0].split()
+    return []
+
+
+def test_package_fits_a_router(installed):
+    """Issue 28's size targets, on the package users install (a release build): the .deb at
+    most 10 MB, its stripped executable at most 25 MB (docs/BENCHMARKS.md, "Footprint")."""
+    if "noopt" in _build_options():
+        pytest.skip("a debug (noopt) package is for tests; the size targets are the release package's")
+    deb_mb = os.path.getsize(DEB) / 1e6
+    exe_mb = os.path.getsize("/usr/sbin/discovery-proxy") / 1e6
+    print("package %.2f MB (target <= 10), executable %.2f MB stripped (target <= 25)" % (deb_mb, exe_mb))
+    assert deb_mb <= 10, ("the package is %.2f MB, over the 10 MB a router's flash can spare: "
+                          "docs/BENCHMARKS.md, \"Footprint\", says where the size goes" % deb_mb)
+    assert exe_mb <= 25, ("/usr/sbin/discovery-proxy is %.2f MB stripped, over 25 MB: "
+                          "docs/BENCHMARKS.md, \"Footprint\", says where the size goes" % exe_mb)
 
 
 def test_purge_leaves_nothing(installed):
