@@ -253,55 +253,75 @@ def dns_packets(path):
     """[(timestamp, src, sport, dst, dport, dns.message.Message)] of every UDP DNS packet in
     a tcpdump capture file (Ethernet or Linux cooked headers, IPv4 and IPv6); what does not
     parse as DNS is skipped."""
-    import dns.message
-    with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 24:
-        return []
-    magic = struct.unpack("<I", data[:4])[0]
-    endian = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
-    nano = struct.unpack(endian + "I", data[:4])[0] == 0xA1B23C4D
-    linktype = struct.unpack(endian + "I", data[20:24])[0]
-    out = []
-    off = 24
-    while off + 16 <= len(data):
-        ts_s, ts_f, incl, _orig = struct.unpack(endian + "IIII", data[off:off + 16])
-        off += 16
-        pkt = data[off:off + incl]
-        off += incl
-        if len(pkt) < incl:
-            break
-        ts = ts_s + ts_f / (1e9 if nano else 1e6)
-        if linktype == 113:      # LINUX_SLL
-            proto, l3 = struct.unpack(">H", pkt[14:16])[0], pkt[16:]
-        elif linktype == 276:    # LINUX_SLL2
-            proto, l3 = struct.unpack(">H", pkt[0:2])[0], pkt[20:]
-        elif linktype == 1:      # Ethernet
-            proto, l3 = struct.unpack(">H", pkt[12:14])[0], pkt[14:]
-        else:
-            continue
-        try:
-            if proto == 0x0800:
-                if l3[9] != 17:
-                    continue
-                ihl = (l3[0] & 0x0F) * 4
-                src = socket.inet_ntop(socket.AF_INET, l3[12:16])
-                dst = socket.inet_ntop(socket.AF_INET, l3[16:20])
-                udp = l3[ihl:]
-            elif proto == 0x86DD:
-                if l3[6] != 17:
-                    continue
-                src = socket.inet_ntop(socket.AF_INET6, l3[8:24])
-                dst = socket.inet_ntop(socket.AF_INET6, l3[24:40])
-                udp = l3[40:]
+    return PcapTail(path).new_packets()
+
+
+class PcapTail:
+    """A growing tcpdump capture file, read from where the last read stopped: a poll late in
+    a full suite parses the packets since the previous poll, not the tens of thousands
+    before them (which took seconds on a busy machine)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.offset = 0
+        self.header = None
+
+    def new_packets(self):
+        """The UDP DNS packets (as dns_packets) completely written since the last call."""
+        import dns.message
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        off = 0
+        if self.header is None:
+            if len(data) < 24:
+                return []
+            magic = struct.unpack("<I", data[:4])[0]
+            endian = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
+            nano = struct.unpack(endian + "I", data[:4])[0] == 0xA1B23C4D
+            linktype = struct.unpack(endian + "I", data[20:24])[0]
+            self.header = (endian, nano, linktype)
+            off = 24
+        endian, nano, linktype = self.header
+        out = []
+        while off + 16 <= len(data):
+            ts_s, ts_f, incl, _orig = struct.unpack(endian + "IIII", data[off:off + 16])
+            if off + 16 + incl > len(data):
+                break   # tcpdump is still writing this one
+            pkt = data[off + 16:off + 16 + incl]
+            off += 16 + incl
+            ts = ts_s + ts_f / (1e9 if nano else 1e6)
+            if linktype == 113:      # LINUX_SLL
+                proto, l3 = struct.unpack(">H", pkt[14:16])[0], pkt[16:]
+            elif linktype == 276:    # LINUX_SLL2
+                proto, l3 = struct.unpack(">H", pkt[0:2])[0], pkt[20:]
+            elif linktype == 1:      # Ethernet
+                proto, l3 = struct.unpack(">H", pkt[12:14])[0], pkt[14:]
             else:
                 continue
-            sport, dport = struct.unpack(">HH", udp[:4])
-            msg = dns.message.from_wire(udp[8:])
-        except Exception:  # noqa: BLE001 - not DNS: ignore
-            continue
-        out.append((ts, src, sport, dst, dport, msg))
-    return out
+            try:
+                if proto == 0x0800:
+                    if l3[9] != 17:
+                        continue
+                    ihl = (l3[0] & 0x0F) * 4
+                    src = socket.inet_ntop(socket.AF_INET, l3[12:16])
+                    dst = socket.inet_ntop(socket.AF_INET, l3[16:20])
+                    udp = l3[ihl:]
+                elif proto == 0x86DD:
+                    if l3[6] != 17:
+                        continue
+                    src = socket.inet_ntop(socket.AF_INET6, l3[8:24])
+                    dst = socket.inet_ntop(socket.AF_INET6, l3[24:40])
+                    udp = l3[40:]
+                else:
+                    continue
+                sport, dport = struct.unpack(">HH", udp[:4])
+                msg = dns.message.from_wire(udp[8:])
+            except Exception:  # noqa: BLE001 - not DNS: ignore
+                continue
+            out.append((ts, src, sport, dst, dport, msg))
+        self.offset += off
+        return out
 
 
 class MdnsCapture:
@@ -310,8 +330,11 @@ class MdnsCapture:
     def __init__(self, path):
         self.path = path
         self.proc = None
+        self._tail = PcapTail(path)
+        self._seen = []
 
     def start(self, lab):
+        self._tail, self._seen = PcapTail(self.path), []
         self.proc = lab.spawn(NS_R, ["tcpdump", "-i", "any", "-n", "-U", "--immediate-mode",
                                      "-s", "0", "-w", self.path, "udp", "port", "5353"],
                               "tcpdump", stdout=subprocess.DEVNULL)
@@ -320,7 +343,8 @@ class MdnsCapture:
 
     def packets(self):
         """List of (timestamp, src_ip, dns.message.Message) for every mDNS packet so far."""
-        return [(ts, src, msg) for ts, src, _sp, _dst, _dp, msg in dns_packets(self.path)]
+        self._seen.extend((ts, src, msg) for ts, src, _sp, _dst, _dp, msg in self._tail.new_packets())
+        return list(self._seen)
 
     def queries(self, since=0.0, until=None, from_router=True):
         """Outgoing (QR=0) mDNS queries: list of (ts, qname_text_lower, qtype, src)."""
