@@ -11,7 +11,7 @@ fi
 
 # Debian packages the build and the tests need; installed only when missing.
 DEPS=(libldns-dev libavahi-client-dev libyaml-dev libssl-dev avahi-daemon avahi-utils dbus dnsutils
-      python3-dnspython python3-zeroconf python3-pytest python3-jsonschema iproute2 nftables iptables libnetfilter-queue1 tcpdump
+      python3-dnspython python3-zeroconf python3-pytest python3-pytest-xdist python3-jsonschema iproute2 nftables iptables libnetfilter-queue1 tcpdump
       pkg-config procps util-linux chromium knot nsd dnsperf
       unbound bind9 knot-resolver pdns-recursor dnsmasq-base man-db groff-base zonemaster-cli dnsviz
       debhelper lintian)
@@ -80,8 +80,13 @@ fi
 export DISCOVERY_PROXY_BIN="${DISCOVERY_PROXY_BIN:-$SCRATCH/debug/discovery-proxy}"
 echo "proxy under test: $DISCOVERY_PROXY_BIN"
 # Debian's python3 has dnspython/zeroconf/pytest; a pyenv python3 on PATH does not.
+# Most of the suite waits on mDNS timers, not the CPU: two pytest-xdist workers, each a lab
+# of its own (lab.LAB_ID), halve its time on 2 cores. A test file stays on one worker
+# (--dist loadfile): its module fixtures (a proxy, a client namespace) are set up once.
+# TEST_WORKERS=0 runs it in one process.
 it_rc=0
-/usr/bin/python3 -m pytest -v -rfE -p no:cacheprovider Tests/integration "$@" || it_rc=$?
+/usr/bin/python3 -m pytest -v -rfE -p no:cacheprovider -n "${TEST_WORKERS:-2}" --dist loadfile \
+    Tests/integration "$@" || it_rc=$?
 # The short soak (docs/RELIABILITY.md): fails on a wrong answer, a proxy crash or too many
 # errors; RSS growth is only reported in 2 minutes. SOAK_MINUTES=0 skips it.
 soak_rc=0

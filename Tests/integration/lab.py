@@ -43,7 +43,9 @@ REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 
 # DPT_LAB_ID lets two labs run side by side (e.g. two engineers' suites on one
 # host): namespaces become dpt-<id>-r etc., and each lab cleans up only its own.
-LAB_ID = os.environ.get("DPT_LAB_ID", "").strip()
+# Under pytest-xdist each worker process is a lab of its own (its id, gw0, gw1, ...).
+LAB_ID = "-".join(part for part in (os.environ.get("DPT_LAB_ID", "").strip(),
+                                    os.environ.get("PYTEST_XDIST_WORKER", "")) if part)
 NS_PREFIX = "dpt-%s-" % LAB_ID if LAB_ID else "dpt-"
 NS_R, NS_L1, NS_L2 = NS_PREFIX + "r", NS_PREFIX + "l1", NS_PREFIX + "l2"
 R_IF1, R_IF2 = "dpr-l1", "dpr-l2"  # router side of link 1 / link 2
