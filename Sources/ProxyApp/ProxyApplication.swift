@@ -42,6 +42,31 @@ public struct ProxyApplication: Sendable {
     }
 
     public func run() async throws {
+        // The proxy's timers and the gateway's on a thread each, so that a gateway pass (blocking
+        // avahi calls for every announcement it changes) never holds up a collection window.
+        let timers = Timers(proxy: EventLoopScheduler(), gateway: EventLoopScheduler())
+        do {
+            try await run(timers: timers)
+        } catch {
+            await timers.shutdown()
+            throw error
+        }
+        await timers.shutdown()
+    }
+
+    private struct Timers {
+        let proxy: EventLoopScheduler
+        let gateway: EventLoopScheduler
+
+        func shutdown() async {
+            await proxy.shutdown()
+            await gateway.shutdown()
+        }
+    }
+
+    /// Everything but the timers' threads, which outlive what this sets up and tears down
+    /// (the proxy's and the gateway's shutdowns cancel their timers).
+    private func run(timers: Timers) async throws {
         let interfaces = InterfaceTable.system()
         let proxyConfiguration = configuration.proxyConfiguration(interfaces: interfaces)
         let backend: AvahiBackend
@@ -54,7 +79,7 @@ public struct ProxyApplication: Sendable {
         }
         defer { backend.shutdown() }
         let proxy = DiscoveryProxy(
-            configuration: proxyConfiguration, backend: backend, scheduler: DispatchScheduler(), logger: logger)
+            configuration: proxyConfiguration, backend: backend, scheduler: timers.proxy, logger: logger)
         defer { proxy.shutdown() }
         for link in proxyConfiguration.links {
             logger.info(
@@ -112,7 +137,7 @@ public struct ProxyApplication: Sendable {
             publisher.publish(advertisement.groups)
         }
         advertise(configuration, interfaces)
-        let gateway = try makeGateway(proxy: proxy)
+        let gateway = try makeGateway(proxy: proxy, scheduler: timers.gateway)
         defer { gateway.shutdown() }
         let reloader = Reloader(
             load: reload, proxy: proxy, running: configuration, logger: logger, onApply: advertise)
@@ -158,7 +183,7 @@ public struct ProxyApplication: Sendable {
     /// The mDNS gateway (`links[].announce`), on an avahi connection of its own; it connects
     /// only once something is announced. Its shutdown leaves the browses; the publisher's
     /// (deferred here) withdraws the announcements with goodbyes.
-    private func makeGateway(proxy: DiscoveryProxy) throws -> GatewayHandle {
+    private func makeGateway(proxy: DiscoveryProxy, scheduler: any ProxyScheduler) throws -> GatewayHandle {
         let collisions = CollisionForwarder()
         let publisher: AvahiPublisher
         do {
@@ -169,7 +194,7 @@ public struct ProxyApplication: Sendable {
         } catch {
             throw StartupError("cannot start the avahi client: \(error)")
         }
-        let gateway = Gateway(proxy: proxy, publisher: publisher, scheduler: DispatchScheduler(), logger: logger)
+        let gateway = Gateway(proxy: proxy, publisher: publisher, scheduler: scheduler, logger: logger)
         collisions.gateway.withLock { $0 = gateway }
         gateway.start()
         return GatewayHandle(gateway: gateway, publisher: publisher)

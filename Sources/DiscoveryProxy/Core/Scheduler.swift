@@ -1,5 +1,3 @@
-import Dispatch
-import Synchronization
 
 /// Time and timers for the proxy logic, so tests can drive the clock by hand.
 public protocol ProxyScheduler: Sendable {
@@ -29,27 +27,4 @@ extension Duration {
     /// Whole milliseconds (toward zero), for logs and the millisecond fields of DSO TLVs;
     /// integer arithmetic, so that a configured 15 s is 15000 exactly.
     var wholeMilliseconds: Int64 { nanoseconds / 1_000_000 }
-}
-
-/// Production scheduler on a private serial Dispatch queue.
-public final class DispatchScheduler: ProxyScheduler {
-    private let queue = DispatchQueue(label: "discovery-proxy.timers")
-    private let origin = ContinuousClock.now
-
-    public init() {}
-
-    public func now() -> Duration { ContinuousClock.now - origin }
-
-    @discardableResult
-    public func schedule(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> any ProxyTimer {
-        let item = DispatchWorkItem(block: work)
-        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(0, delay.nanoseconds))), execute: item)
-        return Timer(item: item)
-    }
-
-    private struct Timer: ProxyTimer, @unchecked Sendable {
-        // DispatchWorkItem is thread-safe but not annotated Sendable.
-        let item: DispatchWorkItem
-        func cancel() { item.cancel() }
-    }
 }
