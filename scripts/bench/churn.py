@@ -3,7 +3,8 @@
 instances spread over TYPES service types with python-zeroconf (probe and announce, as a real
 device does), one every INTERVAL seconds (registrations overlap), waits SETTLE seconds, then
 unregisters (goodbye) every other one, one every INTERVAL seconds, waits SETTLE again and
-prints "done". The times that matter are read from a capture of the far link (the first
+prints the instances it withdrew, then "done". Closing sends goodbyes for the rest; those
+come after the row's watchers stop, so they are not goodbyes to time. The times that matter are read from a capture of the far link (the first
 announcement and the goodbye of each instance), not from here.
 
     churn.py ADDRESS TYPES COUNT INTERVAL SETTLE
@@ -39,6 +40,7 @@ async def main():
     for goodbye in goodbyes:
         await goodbye
     await asyncio.sleep(settle)
+    print("withdrawn " + ",".join(info.name.split(".")[0] for info in infos[::2]), flush=True)
     print("done", flush=True)
     await azc.async_close()
 

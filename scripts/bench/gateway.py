@@ -111,6 +111,10 @@ def _phase(g, lab_, name, count, interval, log):
     if "done" not in churn.stdout:
         raise RuntimeError("churn.py failed: %s %s" % (churn.stdout[-500:], churn.stderr[-2000:]))
     up, down = _far_times(caps["br-f"][0])
+    # Only the goodbyes of the churn: the capture may also hold those of churn.py's close.
+    withdrawn = set(next(line for line in churn.stdout.splitlines() if line.startswith("withdrawn "))
+                    [len("withdrawn "):].split(","))
+    down = {n: t for n, t in down.items() if n in withdrawn}
     seen, gone = _watch_times(outputs)
     first = [seen[n] - up[n] for n in up if n in seen]
     removal = [gone[n] - down[n] for n in down if n in gone and gone[n] >= down[n]]
