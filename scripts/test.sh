@@ -98,7 +98,7 @@ if [ -z "${DISCOVERY_PROXY_BIN:-}" ] && [ "$deb_rc" -eq 0 ] && [ -x "$packaged" 
      unit_side >"$unit_log" 2>&1) &
     unit_pid=$!
 else
-    unit_side 2>&1 | tee "$unit_log"
+    unit_side
 fi
 export DISCOVERY_PROXY_BIN="${DISCOVERY_PROXY_BIN:-$SCRATCH/debug/discovery-proxy}"
 echo "proxy under test: $DISCOVERY_PROXY_BIN"

@@ -9,9 +9,10 @@ import Synchronization
 /// Not on libdispatch: its manager thread hands every timer that fires to a worker thread
 /// in a heap-allocated continuation, and each worker keeps up to 1024 freed ones in a cache
 /// of its own, a heap that fills for hours under steady traffic (docs/RELIABILITY.md,
-/// "Where the heap creep comes from"). Not on the DNS loops either: a timer's work (answering the queries a
-/// browse kept waiting, starting a rate-limited mDNS query, a gateway pass) can wait on
-/// avahi's D-Bus replies, and would hold up the datagrams queued behind it.
+/// "Where the heap creep comes from"). Not on the DNS loops either: a timer's work
+/// (answering the queries a browse kept waiting, starting a rate-limited mDNS query, a
+/// gateway pass) can wait on avahi's D-Bus replies, and would hold up the datagrams queued
+/// behind it.
 ///
 /// One thread runs the work in deadline order, one item at a time, as the serial queue did.
 public final class EventLoopScheduler: ProxyScheduler {

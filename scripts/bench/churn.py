@@ -4,8 +4,9 @@ instances spread over TYPES service types with python-zeroconf (probe and announ
 device does), one every INTERVAL seconds (registrations overlap), waits SETTLE seconds, then
 unregisters (goodbye) every other one, one every INTERVAL seconds, waits SETTLE again and
 prints the instances it withdrew, then "done". Closing sends goodbyes for the rest; those
-come after the row's watchers stop, so they are not goodbyes to time. The times that matter are read from a capture of the far link (the first
-announcement and the goodbye of each instance), not from here.
+come after the row's watchers stop, so they are not goodbyes to time. The times that matter
+are read from a capture of the far link (the first announcement and the goodbye of each
+instance), not from here.
 
     churn.py ADDRESS TYPES COUNT INTERVAL SETTLE
 """

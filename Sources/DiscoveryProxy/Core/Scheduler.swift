@@ -1,4 +1,3 @@
-
 /// Time and timers for the proxy logic, so tests can drive the clock by hand.
 public protocol ProxyScheduler: Sendable {
     /// Monotonic time since an arbitrary origin.
