@@ -118,6 +118,8 @@ let package = Package(
                 // DNSServer for its counters' types (`TCPConnectionStats`), shown as they are.
                 "DiscoveryProxy", "DNSWire", "DNSServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),

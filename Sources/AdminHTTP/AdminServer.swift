@@ -1,6 +1,8 @@
 import Hummingbird
+import HummingbirdCore
 public import Logging
 import NIOCore
+import NIOPosix
 public import Prometheus
 public import ServiceLifecycle
 import Synchronization
@@ -39,6 +41,10 @@ public func makeAdminServer(
     )
 }
 
+/// Hummingbird's HTTP/1 server around the admin router, without `Application`: its
+/// `run()` adds a service that re-formats the `Date` header every second, a task waking on
+/// Swift concurrency's thread pool for the daemon's whole life (docs/RELIABILITY.md, "A pool
+/// with nothing to do"). The header is made per response instead.
 struct AdminServer: Service, CustomStringConvertible {
     private final class Listening: Sendable {
         let value = Atomic<Bool>(false)
@@ -46,7 +52,9 @@ struct AdminServer: Service, CustomStringConvertible {
 
     let host: String
     let port: Int
-    let application: Application<RouterResponder<BasicRequestContext>>
+    private let responder: RouterResponder<BasicRequestContext>
+    private let logger: Logger
+    private let onServerRunning: @Sendable (Int) async -> Void
     private let listening = Listening()
 
     init(
@@ -58,33 +66,47 @@ struct AdminServer: Service, CustomStringConvertible {
     ) {
         self.host = host
         self.port = port
-        let listening = self.listening
-        self.application = Application(
-            router: router,
-            configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),
-            onServerRunning: { channel in
-                listening.value.store(true, ordering: .releasing)
-                let bound = channel.localAddress?.port ?? port
-                logger.info(
-                    "Admin HTTP server listening",
-                    metadata: ["admin.address": "\(host):\(bound)"]
-                )
-                await onServerRunning(bound)
-            },
-            logger: logger
-        )
+        self.responder = router.buildResponder()
+        self.logger = logger
+        self.onServerRunning = onServerRunning
     }
 
     var description: String { "AdminHTTPServer(\(self.host):\(self.port))" }
 
     func run() async throws {
         do {
-            try await self.application.run()
+            try await makeServer().run()
         } catch {
             if !self.listening.value.load(ordering: .acquiring), !(error is CancellationError) {
                 throw AdminServerError(host: self.host, port: self.port, underlying: error)
             }
             throw error
+        }
+    }
+
+    private func makeServer() throws -> any Service {
+        let (responder, logger, listening) = (self.responder, self.logger, self.listening)
+        let (host, port, onServerRunning) = (self.host, self.port, self.onServerRunning)
+        return try HTTPServerBuilder.http1().buildServer(
+            configuration: ServerConfiguration(address: .hostname(host, port: port)),
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
+            logger: logger
+        ) { request, writer, channel in
+            let context = BasicRequestContext(source: .init(channel: channel, logger: logger))
+            var response: Response
+            do {
+                response = try await responder.respond(to: request, context: context)
+            } catch {
+                logger.debug("admin HTTP request failed", metadata: ["error.type": "\(error)"])
+                response = Response(status: .internalServerError)
+            }
+            response.headers[.date] = HTTPDate.now()  // RFC 9110 §6.6.1
+            try await writer.write(response: response.head, body: response.body)
+        } onServerRunning: { channel in
+            listening.value.store(true, ordering: .releasing)
+            let bound = channel.localAddress?.port ?? port
+            logger.info("Admin HTTP server listening", metadata: ["admin.address": "\(host):\(bound)"])
+            await onServerRunning(bound)
         }
     }
 }

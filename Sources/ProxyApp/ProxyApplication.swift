@@ -145,7 +145,7 @@ public struct ProxyApplication: Sendable {
             .init(service: server), .init(service: ReloadOnHangup(reloader: reloader)),
             .init(service: InterfaceWatcher(
                 reloader: reloader, interval: .configured(seconds: configuration.interfaceCheckSeconds),
-                logger: logger)),
+                scheduler: timers.proxy, logger: logger)),
         ]
         if let tls = try makePushListener(
             responder: sessions, serverName: proxyConfiguration.serverName, onBound: { privileges.bound() })

@@ -1,4 +1,4 @@
-import AdminHTTP
+@testable import AdminHTTP
 import DNSServer
 import DiscoveryProxy
 import Foundation
@@ -212,6 +212,15 @@ import Testing
             let port = try #require(await iterator.next())
             #expect(port > 0)
 
+            // Served without Hummingbird's `Application`: the Date header is still there
+            // (RFC 9110 §6.6.1), made for this response.
+            let response = try await TestClient.withClient(host: "127.0.0.1", port: port) { client in
+                try await client.get("/healthz")
+            }
+            #expect(response.status == .ok)
+            let date = try #require(response.headers[.date])
+            #expect(date.hasSuffix(" GMT") && date.count == 29, "IMF-fixdate, e.g. Sun, 06 Nov 1994 08:49:37 GMT")
+
             let second = makeAdminServer(
                 host: "127.0.0.1", port: port, source: FakeStatusSource(), registry: PrometheusCollectorRegistry(),
                 logger: logger)
@@ -222,6 +231,15 @@ import Testing
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }
+    }
+}
+
+@Suite struct HTTPDateTests {
+    @Test("IMF-fixdate, RFC 9110 §5.6.7's example and a leap day")
+    func formats() {
+        #expect(HTTPDate.format(784_111_777) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(HTTPDate.format(1_709_164_805) == "Thu, 29 Feb 2024 00:00:05 GMT")
+        #expect(HTTPDate.format(0) == "Thu, 01 Jan 1970 00:00:00 GMT")
     }
 }
 
