@@ -46,7 +46,6 @@ struct InterfaceWatcher: Service {
     /// pool monitor never finds work waiting (docs/RELIABILITY.md, "A pool with nothing to do").
     private final class Poll: Sendable {
         let watcher: InterfaceWatcher
-        let scheduler: any ProxyScheduler
         private let state = Mutex(State())
 
         struct State {
@@ -55,10 +54,7 @@ struct InterfaceWatcher: Service {
             var stopped = false
         }
 
-        init(watcher: InterfaceWatcher) {
-            self.watcher = watcher
-            self.scheduler = watcher.scheduler
-        }
+        init(watcher: InterfaceWatcher) { self.watcher = watcher }
 
         func start() {
             let table = watcher.read()
@@ -81,7 +77,7 @@ struct InterfaceWatcher: Service {
 
         private func arm(_ state: inout State) {
             guard !state.stopped else { return }
-            state.timer = scheduler.schedule(after: watcher.interval) { [self] in
+            state.timer = watcher.scheduler.schedule(after: watcher.interval) { [self] in
                 tick()
                 self.state.withLock { arm(&$0) }
             }
