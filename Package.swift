@@ -82,6 +82,7 @@ let package = Package(
             name: "MDNS",
             dependencies: [
                 "DNSWire", "EventCounting", "CAvahiClient", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),

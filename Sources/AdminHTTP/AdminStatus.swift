@@ -102,12 +102,25 @@ public struct AvahiStats: Sendable, Codable, Equatable {
     public var liveQueries: Int
     /// Times the backend reconnected after avahi-daemon went away (only grows).
     public var reconnects: Int
+    /// Whether avahi-daemon answers: connected, and no call waiting past its deadline
+    /// (`mdns_backend_up`).
+    public var up: Bool
+    /// Since when avahi-daemon has not answered, while it does not.
+    public var notAnsweringSince: Date?
+    /// Episodes of avahi-daemon not answering within the deadline (only grows).
+    public var stalls: Int
 
-    public init(connected: Bool = true, clients: Int = 0, liveQueries: Int = 0, reconnects: Int = 0) {
+    public init(
+        connected: Bool = true, clients: Int = 0, liveQueries: Int = 0, reconnects: Int = 0, up: Bool? = nil,
+        notAnsweringSince: Date? = nil, stalls: Int = 0
+    ) {
         self.connected = connected
         self.clients = clients
         self.liveQueries = liveQueries
         self.reconnects = reconnects
+        self.up = up ?? connected
+        self.notAnsweringSince = notAnsweringSince
+        self.stalls = stalls
     }
 }
 

@@ -31,6 +31,12 @@ public enum MetricHelp {
         "mdns_first_result_seconds": "Time from the start of an mDNS query to its first record.",
         "mdns_backend_connected": "1 while the proxy is connected to avahi-daemon, 0 otherwise.",
         "mdns_backend_reconnects_total": "Times the connection to avahi-daemon was lost and made again.",
+        "mdns_backend_up":
+            "1 while avahi-daemon answers the proxy (connected, no call waiting past its deadline), 0 otherwise.",
+        "mdns_backend_stalls_total":
+            "Times avahi-daemon or D-Bus did not answer a call within its deadline (the connection is then made again).",
+        "mdns_backend_request_duration_seconds":
+            "How long each call to avahi-daemon took (D-Bus round trips, made off the answering threads), by connection.",
         "avahi_clients": "avahi-client connections the proxy holds to avahi-daemon.",
         // DNS Push (DiscoveryProxy)
         "dns_push_sessions": "DNS Push (DSO) sessions open now.",

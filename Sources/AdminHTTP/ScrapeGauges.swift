@@ -25,6 +25,7 @@ public final class ScrapeGauges: Sendable {
     private let cacheEntries: CoreMetrics.Gauge
     private let cacheHitRatio: CoreMetrics.Gauge
     private let backendConnected: CoreMetrics.Gauge
+    private let backendUp: CoreMetrics.Gauge
     private let avahiClients: CoreMetrics.Gauge
     private let state = Mutex(State())
 
@@ -35,6 +36,7 @@ public final class ScrapeGauges: Sendable {
         self.cacheEntries = CoreMetrics.Gauge(label: "dns_cache_entries", factory: factory)
         self.cacheHitRatio = CoreMetrics.Gauge(label: "dns_cache_hit_ratio", factory: factory)
         self.backendConnected = CoreMetrics.Gauge(label: "mdns_backend_connected", factory: factory)
+        self.backendUp = CoreMetrics.Gauge(label: "mdns_backend_up", factory: factory)
         self.avahiClients = CoreMetrics.Gauge(label: "avahi_clients", factory: factory)
     }
 
@@ -44,6 +46,7 @@ public final class ScrapeGauges: Sendable {
         self.cacheEntries.record(status.proxy.activeBrowses)
         self.cacheHitRatio.record(Self.hitRatio(status.proxy))
         self.backendConnected.record(status.avahi.connected ? 1 : 0)
+        self.backendUp.record(status.avahi.up ? 1 : 0)
         self.avahiClients.record(status.avahi.clients)
 
         var browsesPerLink: [String: Int] = [:]

@@ -86,11 +86,18 @@ public enum StatusPage {
         card(
             "mDNS browses", "\(formatCount(proxy.activeBrowses)) active",
             "\(formatCount(proxy.mdnsQueriesStarted)) started · \(formatCount(proxy.rateLimited)) rate-limited")
+        let avahiState =
+            if let since = status.avahi.notAnsweringSince {
+                "avahi-daemon not answering since \(formatDate(since))"
+            } else {
+                status.avahi.connected ? "connected" : "disconnected"
+            }
         card(
-            "Avahi", status.avahi.connected ? "connected" : "disconnected",
+            "Avahi", avahiState,
             "\(plural(status.avahi.clients, "client")) · \(plural(status.avahi.liveQueries, "query", "queries")) · "
-                + plural(status.avahi.reconnects, "reconnect"),
-            bad: !status.avahi.connected)
+                + plural(status.avahi.reconnects, "reconnect")
+                + (status.avahi.stalls > 0 ? " · " + plural(status.avahi.stalls, "stall") : ""),
+            bad: !status.avahi.up)
         html += "</section>\n"
 
         if status.links.isEmpty {

@@ -36,4 +36,38 @@ static inline void cavahi_timeout_disarm(const AvahiPoll *poll, AvahiTimeout *ti
 static inline void cavahi_timeout_free(const AvahiPoll *poll, AvahiTimeout *timeout) {
     poll->timeout_free(timeout);
 }
+// An AvahiPoll that is another one (the threaded poll's) except that it notes the file
+// descriptor of every watch it is asked for: what avahi-client asks for, through libdbus, is
+// its D-Bus connection's socket. AvahiWorker shuts that socket down to end a call that has
+// waited past its deadline (libdbus offers no shorter timeout than 25 s, nor a way to cancel).
+typedef struct {
+    AvahiPoll api;  // first: avahi-client is given &api
+    const AvahiPoll *inner;
+    int socket;  // the last watch's descriptor, -1 before any; read and written atomically
+} CAvahiRecordingPoll;
+
+static inline AvahiWatch *cavahi_recording_watch_new(
+    const AvahiPoll *api, int fd, AvahiWatchEvent event, AvahiWatchCallback callback, void *userdata) {
+    CAvahiRecordingPoll *self = (CAvahiRecordingPoll *)api;
+    __atomic_store_n(&self->socket, fd, __ATOMIC_RELEASE);
+    return self->inner->watch_new(self->inner, fd, event, callback, userdata);
+}
+
+/// Everything but watch_new is the inner poll's, with its userdata (which its functions read).
+static inline void cavahi_recording_poll_init(CAvahiRecordingPoll *self, const AvahiPoll *inner) {
+    self->api = *inner;
+    self->api.watch_new = cavahi_recording_watch_new;
+    self->inner = inner;
+    self->socket = -1;
+}
+
+static inline const AvahiPoll *cavahi_recording_poll_api(CAvahiRecordingPoll *self) { return &self->api; }
+
+static inline int cavahi_recording_poll_socket(CAvahiRecordingPoll *self) {
+    return __atomic_load_n(&self->socket, __ATOMIC_ACQUIRE);
+}
+
+static inline void cavahi_recording_poll_forget(CAvahiRecordingPoll *self) {
+    __atomic_store_n(&self->socket, -1, __ATOMIC_RELEASE);
+}
 #endif

@@ -1,5 +1,6 @@
 import DNSWire
 import Logging
+import Synchronization
 internal import CAvahiClient
 
 /// `MDNSPublisher` on avahi-daemon: a client connection of its own, one entry group per
@@ -15,25 +16,40 @@ internal import CAvahiClient
 /// back (`AVAHI_CLIENT_NO_FAIL`). A group the daemon refuses (publishing disabled, interface
 /// gone) is logged once per reason and retried every `retryDelay`, and on the next `publish`.
 ///
+/// **Nothing waits for avahi.** Creating, filling, committing, resetting and freeing a group are
+/// blocking D-Bus calls: an `AvahiWorker` makes them, each under a deadline, and `publish`,
+/// `pace` and `reannounce` return at once (a `publish` while another waits replaces it). A call
+/// past its deadline tears the connection down; it is made again a second later, and the
+/// groups with it.
+///
 /// Announcements: avahi-daemon's own (RFC 6762 §8.3, its first 20–370 ms after the commit:
 /// 0–250 ms jitter, then its response scheduler's), or, given `announcing`, the publisher's:
 /// records are published with `AVAHI_PUBLISH_NO_ANNOUNCE` (avahi answers queries for them and
 /// defends them) and `GroupAnnouncer` announces a group as soon as the daemon has established
 /// it, announces changed records, says goodbye to withdrawn ones, paced per interface. The
-/// daemon sends no goodbyes for such records when the proxy stops, so `shutdown` sends them;
-/// after a crash they expire with their TTL (120 s for SRV and addresses, RFC 6762 §10).
+/// announcer has a thread and a lock of its own (a second threaded poll, which makes no D-Bus
+/// call), so a daemon that does not answer holds up no announcement already due. The daemon
+/// sends no goodbyes for such records when the proxy stops, so `shutdown` sends them; after a
+/// crash they expire with their TTL (120 s for SRV and addresses, RFC 6762 §10).
 ///
-/// Every field but the `let`s, and the announcer, is guarded by the poll lock: avahi runs
-/// callbacks on the poll thread holding it, and `publish`/`shutdown` take it. Neither may be
-/// called from a callback.
+/// Every field but the `let`s is guarded by the D-Bus poll's lock: avahi runs callbacks on its
+/// thread holding it, and the worker takes it. The announcer is guarded by its own poll's lock,
+/// taken after the D-Bus one when both are needed, never before.
 public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private let logger: Logger
     private let retryDelay: Duration
     private let poll: OpaquePointer  // AvahiThreadedPoll*
     private let pollAPI: UnsafePointer<AvahiPoll>
+    /// The poll the client is made with: notes its D-Bus socket, for the worker's deadline.
+    private let recordingPoll: UnsafeMutablePointer<CAvahiRecordingPoll>
+    private var worker: AvahiWorker!
 
     private var client: OpaquePointer?  // AvahiClient*
+    /// Its D-Bus socket, -1 while none.
+    private var socket: Int32 = -1
     private var clientFailed = false
+    /// A call on it passed its deadline: it was torn down, and is made again after `stallRetry`.
+    private var tornDown = false
     private var isRunning = false
     private var isShutDown = false
     private let onCollision: @Sendable (MDNSGroup.Key) -> Void
@@ -43,10 +59,17 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     /// The last problem logged per interface, so a retry that fails alike logs at debug.
     private var problems: [String: String] = [:]
     private var timer: OpaquePointer?  // AvahiTimeout*
+    /// The latest `publish` not yet applied by the worker, and whether a job will apply it.
+    private let pending = Mutex<(groups: [MDNSGroup]?, queued: Bool)>((nil, false))
 
-    /// Announcing itself (`announcing` given), and its timer.
+    /// Announcing itself (`announcing` given): the announcer, its poll (a thread with a timer,
+    /// no D-Bus) and its timer.
     private let announcer: GroupAnnouncer?
-    private var announceTimer: OpaquePointer?  // AvahiTimeout*
+    private let announcePoll: OpaquePointer?  // AvahiThreadedPoll*
+    private var announceTimer: OpaquePointer?  // AvahiTimeout*, guarded by the announce poll's lock
+
+    /// A connection torn down for a stall is made again this much later.
+    static let stallRetry: Duration = .seconds(1)
 
     /// `onCollision` runs on the poll thread with its lock held: it must not call `publish`
     /// before returning (hand the rename to another queue). `onError` is told the interface of
@@ -54,79 +77,149 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     public init(
         logger: Logger, retryDelay: Duration = .seconds(10),
         announcing: AnnouncementPacing? = nil,
+        requestDeadline: Duration = AvahiBackend.defaultRequestDeadline,
         onCollision: @escaping @Sendable (MDNSGroup.Key) -> Void = { _ in },
         onError: @escaping @Sendable (String) -> Void = { _ in }
     ) throws(MDNSError) {
         guard let poll = avahi_threaded_poll_new() else { throw .daemon("cannot create the avahi threaded poll") }
+        var announcePoll: OpaquePointer?
+        if announcing != nil {
+            guard let made = avahi_threaded_poll_new() else {
+                avahi_threaded_poll_free(poll)
+                throw .daemon("cannot create the avahi threaded poll")
+            }
+            announcePoll = made
+        }
         self.logger = logger
         self.onCollision = onCollision
         self.onError = onError
         self.retryDelay = retryDelay
         self.poll = poll
         self.pollAPI = avahi_threaded_poll_get(poll)
+        self.recordingPoll = .allocate(capacity: 1)
+        cavahi_recording_poll_init(self.recordingPoll, self.pollAPI)
         self.announcer = announcing.map { GroupAnnouncer(pacing: $0) }
+        self.announcePoll = announcePoll
         self.timer = cavahi_timeout_new(self.pollAPI, publisherTimerCallback, Unmanaged.passUnretained(self).toOpaque())
-        if announcing != nil {
+        if let announcePoll {
             self.announceTimer = cavahi_timeout_new(
-                self.pollAPI, announceTimerCallback, Unmanaged.passUnretained(self).toOpaque())
+                avahi_threaded_poll_get(announcePoll), announceTimerCallback, Unmanaged.passUnretained(self).toOpaque())
         }
-        guard avahi_threaded_poll_start(poll) >= 0 else {
+        self.worker = AvahiWorker(
+            deadline: requestDeadline, capacity: 1, connection: "publisher",
+            perform: { [weak self] jobs in
+                guard let self else { return }
+                self.locked { jobs.forEach { $0() } }
+            },
+            onStall: { [weak self] what, waited, aborted in
+                self?.logger.warning(
+                    "avahi-daemon is not answering the publisher; what is announced stays, reconnecting",
+                    metadata: ["mdns.call": "\(what)", "mdns.waited_ms": "\(AvahiBackend.milliseconds(waited))",
+                               "mdns.connection_reset": "\(aborted)"])
+            })
+        guard avahi_threaded_poll_start(poll) >= 0, announcePoll.map({ avahi_threaded_poll_start($0) >= 0 }) ?? true else {
             if let timer { cavahi_timeout_free(self.pollAPI, timer) }
-            if let announceTimer { cavahi_timeout_free(self.pollAPI, announceTimer) }
+            if let announceTimer, let announcePoll { cavahi_timeout_free(avahi_threaded_poll_get(announcePoll), announceTimer) }
             avahi_threaded_poll_free(poll)
+            if let announcePoll { avahi_threaded_poll_free(announcePoll) }
             throw .daemon("cannot start the avahi poll thread")
         }
+        self.worker.start()
     }
 
     deinit {
-        self.shutdown()
-        avahi_threaded_poll_free(self.poll)
+        if self.shutdownCleanly() {
+            avahi_threaded_poll_free(self.poll)
+            if let announcePoll { avahi_threaded_poll_free(announcePoll) }
+            self.recordingPoll.deallocate()
+        }
     }
 
     public func publish(_ groups: [MDNSGroup]) {
-        self.locked {
-            guard !self.isShutDown else { return }
-            self.wanted = [:]
-            for group in groups where !group.records.isEmpty { self.wanted[group.key] = group }
-            if self.client == nil && !self.wanted.isEmpty { self.connect() }
-            self.sync()
+        let submit = self.pending.withLock { pending -> Bool in
+            pending.groups = groups
+            defer { pending.queued = true }
+            return !pending.queued
         }
+        guard submit else { return }  // the job already queued applies these
+        self.worker.submit(.internal) { [weak self] in self?.applyPending() }
+    }
+
+    private func applyPending() {
+        let groups = self.pending.withLock { pending -> [MDNSGroup]? in
+            defer { pending = (nil, false) }
+            return pending.groups
+        }
+        guard let groups, !self.isShutDown else { return }
+        self.wanted = [:]
+        for group in groups where !group.records.isEmpty { self.wanted[group.key] = group }
+        if self.client == nil && !self.wanted.isEmpty { self.connect() }
+        self.sync()
     }
 
     public func shutdown() {
-        let wasRunning = self.locked { () -> Bool in
-            guard !self.isShutDown else { return false }
-            self.isShutDown = true
-            let withdrawn = Set(self.groups.keys.map(\.interface)).sorted()
-            self.dropGroups()
-            if let timer = self.timer { cavahi_timeout_free(self.pollAPI, timer) }
-            self.timer = nil
-            // The daemon sends no goodbyes for records it was told not to announce: ours, at once.
-            for (interface, error) in self.announcer?.shutdown() ?? [] {
-                self.note(interface, "cannot send mDNS goodbyes: \(error)")
-            }
-            if let announceTimer = self.announceTimer { cavahi_timeout_free(self.pollAPI, announceTimer) }
-            self.announceTimer = nil
-            // Freeing the client frees its groups on the daemon (which sends the goodbyes of
-            // the groups it announces itself).
-            if let client = self.client { avahi_client_free(client) }
-            self.client = nil
-            if !withdrawn.isEmpty {
-                self.logger.info("mDNS records withdrawn", metadata: ["mdns.interfaces": "\(withdrawn.joined(separator: ","))"])
-            }
-            return true
+        _ = self.shutdownCleanly()
+    }
+
+    /// False if a call to the daemon was still waiting: its objects are left (the process is ending).
+    private let shutDownCleanly = Mutex<Bool?>(nil)
+
+    private func shutdownCleanly() -> Bool {
+        let first = self.shutDownCleanly.withLock { state -> Bool in
+            defer { if state == nil { state = false } }
+            return state == nil
         }
-        if wasRunning { avahi_threaded_poll_stop(self.poll) }
+        guard first else { return self.shutDownCleanly.withLock { $0 ?? false } }
+        // Runs while `stop` waits, or never: no reference kept (see `AvahiWorker.stop`).
+        let stopped = self.worker.stop(patience: self.worker.deadline) { [unowned(unsafe) self] in
+            self.locked { self.closeDown() }
+        }
+        // The daemon sends no goodbyes for records it was told not to announce: ours, at once,
+        // whether or not it answers.
+        self.announcing { announcer in
+            for (interface, error) in announcer.shutdown() {
+                self.logger.error("cannot send mDNS goodbyes: \(error)", metadata: ["mdns.interface": "\(interface)"])
+            }
+            if let announceTimer = self.announceTimer, let announcePoll = self.announcePoll {
+                cavahi_timeout_free(avahi_threaded_poll_get(announcePoll), announceTimer)
+            }
+            self.announceTimer = nil
+        }
+        guard stopped else {
+            self.logger.warning("mDNS publisher: a call to avahi-daemon is still waiting; leaving its records")
+            return false
+        }
+        avahi_threaded_poll_stop(self.poll)
+        if let announcePoll { avahi_threaded_poll_stop(announcePoll) }
+        self.shutDownCleanly.withLock { $0 = true }
+        return true
+    }
+
+    /// Withdraws every group and frees the client (worker's last job, poll lock held).
+    private func closeDown() {
+        self.isShutDown = true
+        let withdrawn = Set(self.groups.keys.map(\.interface)).sorted()
+        self.dropGroups()
+        if let timer = self.timer { cavahi_timeout_free(self.pollAPI, timer) }
+        self.timer = nil
+        // Freeing the client frees its groups on the daemon (which sends the goodbyes of
+        // the groups it announces itself).
+        if let client = self.client { avahi_client_free(client) }
+        self.client = nil
+        self.socket = -1
+        if !withdrawn.isEmpty {
+            self.logger.info("mDNS records withdrawn", metadata: ["mdns.interfaces": "\(withdrawn.joined(separator: ","))"])
+        }
     }
 
     public func pace(_ pacing: AnnouncementPacing) {
-        self.locked { self.announcer?.pacing = pacing }
+        self.announcing { $0.pacing = pacing }
     }
 
     public func reannounce() {
-        self.locked {
-            self.announcer?.reannounce()
-            self.sendAnnouncements()
+        self.announcing { announcer in
+            announcer.reannounce()
+            self.sendAnnouncements(announcer)
         }
     }
 
@@ -136,20 +229,55 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         return body()
     }
 
+    /// Runs `body` with the announcer under its poll's lock; nothing without one. Never from
+    /// the announce thread's own callback (which holds the lock already).
+    private func announcing(_ body: (GroupAnnouncer) -> Void) {
+        guard let announcer, let announcePoll else { return }
+        avahi_threaded_poll_lock(announcePoll)
+        defer { avahi_threaded_poll_unlock(announcePoll) }
+        body(announcer)
+    }
+
+    /// One call that may wait for the daemon (worker only), under its deadline; a call that
+    /// passed it tears the connection down.
+    @discardableResult
+    private func call<R>(_ what: String, _ body: () -> R) -> R {
+        let socket = self.socket
+        let (result, outcome) = self.worker.watch(what, socket: { socket }, body)
+        if outcome.overdue {
+            if !outcome.aborted && socket >= 0 { _ = AvahiWorker.abort(socket) }
+            self.tornDown = true
+        }
+        return result
+    }
+
     // MARK: Connection (poll lock held)
 
+    /// Worker only.
     private func connect() {
         var error: Int32 = 0
         self.clientFailed = false
+        self.tornDown = false
+        let recorder = self.recordingPoll
+        cavahi_recording_poll_forget(recorder)
+        let address = Int(bitPattern: recorder)
         // The state callback may run inside avahi_client_new; it learns the client from its argument.
-        let client = avahi_client_new(
-            self.pollAPI, AVAHI_CLIENT_NO_FAIL, publisherClientCallback, Unmanaged.passUnretained(self).toOpaque(), &error)
+        let (client, outcome) = self.worker.watch(
+            "connect to avahi-daemon",
+            socket: { UnsafeMutablePointer<CAvahiRecordingPoll>(bitPattern: address).map(cavahi_recording_poll_socket) ?? -1 }
+        ) {
+            avahi_client_new(
+                cavahi_recording_poll_api(recorder), AVAHI_CLIENT_NO_FAIL, publisherClientCallback,
+                Unmanaged.passUnretained(self).toOpaque(), &error)
+        }
         if let client {
             self.client = client
+            self.socket = cavahi_recording_poll_socket(recorder)
+            if outcome.overdue { self.tornDown = true }
         } else {
             self.clientFailed = true
             self.note("", "cannot connect to avahi-daemon: \(AvahiBackend.errorText(error))")
-            self.armTimer()
+            self.armTimer(after: outcome.overdue ? Self.stallRetry : self.retryDelay)
         }
     }
 
@@ -159,71 +287,89 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         switch state {
         case AVAHI_CLIENT_S_RUNNING:
             self.isRunning = true
-            self.sync()
+            self.onWorker { $0.sync() }
         case AVAHI_CLIENT_S_REGISTERING, AVAHI_CLIENT_S_COLLISION:
             // The daemon is (re)registering its host name: groups wait, then are published again.
             self.isRunning = false
-            for group in self.groups.values { group.reset() }
+            self.onWorker { publisher in
+                for group in publisher.groups.values { group.reset() }
+            }
         case AVAHI_CLIENT_CONNECTING:
             // The daemon went away: its groups are gone with it; freed here without a D-Bus call.
             // Announced again in full once it is back.
             self.isRunning = false
-            self.dropGroups()
-            self.announcer?.daemonLost()
+            self.dropGroups(connected: false)
+            self.announcing { $0.daemonLost() }
         case AVAHI_CLIENT_FAILURE:
             self.isRunning = false
-            self.dropGroups()
-            self.announcer?.daemonLost()
+            self.dropGroups(connected: false)
+            self.announcing { $0.daemonLost() }
             self.clientFailed = true
-            self.note("", "lost avahi-daemon: \(AvahiBackend.errorText(client.map { avahi_client_errno($0) } ?? Int32(AVAHI_ERR_FAILURE)))")
-            self.armTimer()  // the client is freed there, never inside its own callback
+            if self.tornDown {
+                self.logger.debug("avahi publisher connection torn down after a stall; reconnecting")
+                self.armTimer(after: Self.stallRetry)
+            } else {
+                let error = client.map { avahi_client_errno($0) } ?? Int32(AVAHI_ERR_FAILURE)
+                self.note("", "lost avahi-daemon: \(AvahiBackend.errorText(error))")
+                self.armTimer(after: self.retryDelay)  // the client is freed there, never inside its own callback
+            }
         default:
             break
         }
     }
 
-    private func dropGroups() {
-        for group in self.groups.values { group.free() }
+    /// Queues work that calls the daemon (from a callback on the poll thread, or a job).
+    private func onWorker(_ body: @escaping (AvahiPublisher) -> Void) {
+        self.worker.submit(.internal) { [weak self] in
+            guard let self, !self.isShutDown else { return }
+            body(self)
+        }
+    }
+
+    /// `connected`: the daemon still holds the groups, and freeing each is a call (worker only).
+    private func dropGroups(connected: Bool = true) {
+        for group in self.groups.values { group.free(connected: connected) }
         self.groups = [:]
     }
 
-    // MARK: Groups (poll lock held)
+    // MARK: Groups (poll lock held, worker)
 
     /// Brings the daemon's groups to `wanted`.
     private func sync() {
-        guard self.isRunning, let client = self.client else { return }
-        self.announcer?.confirm(wanted: Set(self.wanted.keys))
+        guard self.isRunning, self.client != nil, !self.tornDown else { return }
+        self.announcing { $0.confirm(wanted: Set(self.wanted.keys)) }
         for (key, group) in self.groups where self.wanted[key] == nil {
-            group.free()
+            group.free(connected: true)
             self.groups[key] = nil
             // After the free: a daemon still holding the records would answer the goodbye (refresh).
-            self.announcer?.withdrawn(key)
+            self.announcing { $0.withdrawn(key) }
             self.logger.debug("mDNS records withdrawn", metadata: ["mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)"])
         }
         var retry = false
         var indexes: [String: Int32?] = [:]
         for (key, wanted) in self.wanted.sorted(by: { $0.key < $1.key }) {
+            guard let client = self.client, !self.tornDown else { break }
             let index = indexes[key.interface] ?? AvahiBackend.interfaceIndex(key.interface)
             indexes[key.interface] = index
             if let group = self.groups[key], group.records == wanted.records, group.index == index, !group.failed || group.collided {
                 continue  // as published (or given up to a collision); a re-created interface (new index) is published again
             }
             if let group = self.groups[key], group.index != index {
-                self.announcer?.forget(key)  // its records went with the old interface
+                self.announcing { $0.forget(key) }  // its records went with the old interface
             }
             if !self.commit(wanted.records, as: key, probe: wanted.probe, client: client) { retry = true }
         }
-        if retry { self.armTimer() }
-        self.sendAnnouncements()
+        if retry { self.armTimer(after: self.retryDelay) }
+        self.announcing { self.sendAnnouncements($0) }
     }
 
     /// Publishes `records` on `interface` in a fresh (or reset) group; false when it must be retried.
     private func commit(_ records: [MDNSRecord], as key: MDNSGroup.Key, probe: Bool, client: OpaquePointer) -> Bool {
         let interface = key.interface
         guard let index = AvahiBackend.interfaceIndex(interface) else {
-            self.groups[key]?.free()
+            self.groups[key]?.free(connected: true)
             self.groups[key] = nil
-            self.announcer?.forget(key)
+            self.announcing { $0.forget(key) }
             self.note(interface, "no such network interface; retrying")
             return false
         }
@@ -232,10 +378,12 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             group = existing
             group.reset()
         } else {
-            self.groups[key]?.free()
+            self.groups[key]?.free(connected: true)
             group = PublishedGroup(publisher: self, key: key)
-            guard let pointer = avahi_entry_group_new(client, publisherGroupCallback, Unmanaged.passUnretained(group).toOpaque())
-            else {
+            let pointer = self.call("create an entry group") {
+                avahi_entry_group_new(client, publisherGroupCallback, Unmanaged.passUnretained(group).toOpaque())
+            }
+            guard let pointer else {
                 self.note(interface, "cannot create an avahi entry group: \(AvahiBackend.errorText(avahi_client_errno(client)))")
                 return false
             }
@@ -249,12 +397,14 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             let unique = AVAHI_PUBLISH_UNIQUE.rawValue | (probe ? 0 : AVAHI_PUBLISH_NO_PROBE.rawValue)
             let announce = self.announcer == nil ? 0 : AVAHI_PUBLISH_NO_ANNOUNCE.rawValue
             let flags = AvahiPublishFlags((GroupAnnouncer.isUnique(record) ? unique : 0) | announce)
-            let error = name.withCString { text in
-                record.rdata.withUnsafeBytes { rdata in
-                    avahi_entry_group_add_record(
-                        group.pointer, index, AvahiProtocol(AVAHI_PROTO_UNSPEC), flags, text,
-                        record.rrClass.rawValue, record.type.rawValue, MDNSRecord.defaultTTL(for: record.type),
-                        rdata.baseAddress, rdata.count)
+            let error = self.call("add a record to an entry group") {
+                name.withCString { text in
+                    record.rdata.withUnsafeBytes { rdata in
+                        avahi_entry_group_add_record(
+                            group.pointer, index, AvahiProtocol(AVAHI_PROTO_UNSPEC), flags, text,
+                            record.rrClass.rawValue, record.type.rawValue, MDNSRecord.defaultTTL(for: record.type),
+                            rdata.baseAddress, rdata.count)
+                    }
                 }
             }
             if error == Int32(AVAHI_ERR_COLLISION) {
@@ -263,14 +413,14 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             }
             if error != Int32(AVAHI_OK) {
                 group.failed = true
-                self.note(interface, Self.explain(error, record: record))
+                if !self.tornDown { self.note(interface, Self.explain(error, record: record)) }
                 return false
             }
         }
-        let error = avahi_entry_group_commit(group.pointer)
+        let error = self.call("commit an entry group") { avahi_entry_group_commit(group.pointer) }
         guard error == Int32(AVAHI_OK) else {
             group.failed = true
-            self.note(interface, Self.explain(error, record: nil))
+            if !self.tornDown { self.note(interface, Self.explain(error, record: nil)) }
             return false
         }
         group.records = records
@@ -280,8 +430,10 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     /// Gives the group up until it is asked for with other records (another name).
     private func collided(_ group: PublishedGroup, records: [MDNSRecord]) -> Bool {
         group.reset()
-        self.announcer?.collided(group.key)
-        self.sendAnnouncements()
+        self.announcing { announcer in
+            announcer.collided(group.key)
+            self.sendAnnouncements(announcer)
+        }
         group.records = records
         group.failed = true
         group.collided = true
@@ -298,14 +450,17 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         return what + AvahiBackend.errorText(error)
     }
 
+    /// Poll thread.
     fileprivate func groupStateChanged(_ group: PublishedGroup, _ state: AvahiEntryGroupState) {
         guard !self.isShutDown, self.groups[group.key] === group else { return }
         switch state {
         case AVAHI_ENTRY_GROUP_ESTABLISHED:
             self.problems[group.key.interface] = nil
             if let records = group.records {
-                self.announcer?.established(group.key, records: records)
-                self.sendAnnouncements()
+                self.announcing { announcer in
+                    announcer.established(group.key, records: records)
+                    self.sendAnnouncements(announcer)
+                }
             }
             self.logger.debug(
                 "mDNS records published",
@@ -315,33 +470,50 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
                 ])
         case AVAHI_ENTRY_GROUP_COLLISION:
             // Another host answered our probe with other data for a unique record (RFC 6762 §9).
-            let records = group.records ?? []
-            _ = self.collided(group, records: records)
+            self.onWorker { publisher in
+                guard publisher.groups[group.key] === group else { return }
+                _ = publisher.collided(group, records: group.records ?? [])
+            }
         case AVAHI_ENTRY_GROUP_FAILURE:
             // A failure is the daemon's (e.g. out of resources).
             let error = self.client.map { avahi_client_errno($0) } ?? Int32(AVAHI_ERR_FAILURE)
             group.failed = true
             self.note(group.key.interface, "avahi-daemon dropped the published records: \(AvahiBackend.errorText(error)); retrying")
-            self.armTimer()  // re-created there, not inside the group's own callback
+            self.armTimer(after: self.retryDelay)  // re-created there, not inside the group's own callback
         default:
             break
         }
     }
 
-    // MARK: Own announcements (poll lock held)
+    // MARK: Own announcements (announce poll's lock held)
 
     /// Sends what is due and sleeps until the next is.
-    private func sendAnnouncements() {
-        guard let announcer = self.announcer else { return }
+    private func sendAnnouncements(_ announcer: GroupAnnouncer) {
         let (errors, next) = announcer.send()
-        for (interface, error) in errors { self.note(interface, "cannot send mDNS announcements: \(error)") }
-        guard let announceTimer, let next else { return }
-        cavahi_timeout_arm(self.pollAPI, announceTimer, UInt32(clamping: Int64(next / .milliseconds(1)) + 1))
+        for (interface, error) in errors { self.onError(interface); self.logAnnounceProblem(interface, error) }
+        guard let announceTimer, let announcePoll, let next else { return }
+        cavahi_timeout_arm(
+            avahi_threaded_poll_get(announcePoll), announceTimer, UInt32(clamping: Int64(next / .milliseconds(1)) + 1))
     }
 
+    /// The announce thread's timer (its lock held).
     fileprivate func announceTimerFired() {
-        guard !self.isShutDown else { return }
-        self.sendAnnouncements()
+        guard let announcer, self.announceTimer != nil else { return }
+        self.sendAnnouncements(announcer)
+    }
+
+    /// Announcement problems are logged from the announce thread, which may not read `problems`
+    /// (the D-Bus poll's): at debug after the first of each kind per interface.
+    private let announceProblems = Mutex<[String: String]>([:])
+
+    private func logAnnounceProblem(_ interface: String, _ error: String) {
+        let problem = "cannot send mDNS announcements: \(error)"
+        let repeated = self.announceProblems.withLock { problems -> Bool in
+            defer { problems[interface] = problem }
+            return problems[interface] == problem
+        }
+        let metadata: Logger.Metadata = ["mdns.interface": "\(interface)"]
+        if repeated { self.logger.debug("\(problem)", metadata: metadata) } else { self.logger.error("\(problem)", metadata: metadata) }
     }
 
     // MARK: Retry (poll lock held)
@@ -357,21 +529,28 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         }
     }
 
-    private func armTimer() {
+    private func armTimer(after delay: Duration) {
         guard let timer = self.timer else { return }
-        cavahi_timeout_arm(self.pollAPI, timer, UInt32(clamping: Int64(self.retryDelay / .milliseconds(1))))
+        cavahi_timeout_arm(self.pollAPI, timer, UInt32(clamping: Int64(delay / .milliseconds(1))))
     }
 
+    /// The retry timer (poll thread): its work calls the daemon, so the worker does it.
     fileprivate func timerFired() {
         guard !self.isShutDown else { return }
-        if self.clientFailed {
-            if let client = self.client { avahi_client_free(client) }
-            self.client = nil
-            self.groups = [:]  // freed with the client
-            if !self.wanted.isEmpty { self.connect() }
+        self.onWorker { publisher in
+            if publisher.clientFailed {
+                if let client = publisher.client { avahi_client_free(client) }  // closes the bus first: no call waits
+                publisher.client = nil
+                publisher.socket = -1
+                publisher.groups = [:]  // freed with the client
+                if !publisher.wanted.isEmpty { publisher.connect() }
+            }
+            publisher.sync()
         }
-        self.sync()
     }
+
+    /// A call on the group's connection (worker only).
+    fileprivate func groupCall<R>(_ what: String, _ body: () -> R) -> R { self.call(what, body) }
 }
 
 /// One `MDNSGroup`'s entry group. Guarded by the poll lock.
@@ -392,22 +571,30 @@ private final class PublishedGroup {
         self.key = key
     }
 
+    /// Worker only: a D-Bus call.
     func reset() {
-        if let pointer { avahi_entry_group_reset(pointer) }
+        if let pointer { _ = publisher.groupCall("reset an entry group") { avahi_entry_group_reset(pointer) } }
         records = nil
         failed = false
         collided = false
     }
 
     /// Withdraws the records and frees the group (the daemon sends goodbyes for what it announced).
-    func free() {
-        if let pointer { avahi_entry_group_free(pointer) }
+    /// `connected`: a D-Bus call, worker only; else avahi frees it locally.
+    func free(connected: Bool) {
+        if let pointer {
+            if connected {
+                _ = publisher.groupCall("free an entry group") { avahi_entry_group_free(pointer) }
+            } else {
+                avahi_entry_group_free(pointer)
+            }
+        }
         pointer = nil
         records = nil
     }
 }
 
-// MARK: - C callbacks (poll lock held)
+// MARK: - C callbacks (their poll's lock held)
 
 private let publisherClientCallback: AvahiClientCallback = { client, state, userdata in
     guard let userdata else { return }

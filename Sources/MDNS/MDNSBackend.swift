@@ -66,8 +66,9 @@ public enum MDNSEvent: Hashable, Sendable {
     case restarted
 }
 
-/// A held mDNS query. Cancelling releases the underlying avahi object; no events are delivered
-/// after `cancel()` returns. Cancelling twice is harmless.
+/// A held mDNS query. Cancelling releases the underlying avahi object (later, off the caller's
+/// thread); no events are delivered after `cancel()` returns, but one that was already being
+/// delivered. Cancelling twice is harmless.
 public protocol MDNSQueryHandle: AnyObject, Sendable {
     func cancel()
 }
@@ -88,7 +89,8 @@ public protocol MDNSQueryReceiver: AnyObject, Sendable {
 /// not call back into the backend synchronously (avahi's poll lock is held during callbacks).
 public protocol MDNSBackend: AnyObject, Sendable {
     /// Starts a continuous query whose events go to `receiver` with `tag`. Throws when the
-    /// interface is unknown or the backend refuses (object budget exhausted).
+    /// interface is unknown or the backend refuses (object budget exhausted, too many queued).
+    /// Never waits for the daemon: a query it refuses later gets `.failed`.
     func startQuery(
         _ question: MDNSQuestion, tag: UInt32, receiver: any MDNSQueryReceiver
     ) throws(MDNSError) -> any MDNSQueryHandle
@@ -136,17 +138,22 @@ public enum MDNSBackendState: String, Sendable {
     case connecting
     case running
     case failed
+    /// Connected, but avahi-daemon (or D-Bus) has not answered a call within its deadline.
+    case stalled
 }
 
 public enum MDNSError: Error, Equatable, Sendable, CustomStringConvertible {
     case unknownInterface(String)
     case budgetExhausted(limit: Int)
+    /// New queries wait for the daemon already, as many as the backend queues.
+    case busy(queued: Int)
     case daemon(String)
 
     public var description: String {
         switch self {
         case .unknownInterface(let name): return "unknown network interface \"\(name)\""
         case .budgetExhausted(let limit): return "mDNS query budget of \(limit) objects exhausted"
+        case .busy(let queued): return "\(queued) mDNS queries wait for avahi-daemon already"
         case .daemon(let message): return "avahi-daemon: \(message)"
         }
     }

@@ -24,9 +24,16 @@ struct AdminSource: AdminStatusSource {
         let dns = server.stats()
         let listeners = server.boundAddresses.map(\.description)
         let mdns = backend.state
+        // When it stopped answering, as a date for the page (the backend keeps a monotonic instant).
+        let notAnsweringSince = backend.stalledFor.map { Date() - Double($0.components.seconds) }
         var reasons: [String] = []
         if listeners.isEmpty { reasons.append("DNS listeners are not up") }
-        if mdns != .running { reasons.append("avahi-daemon is not connected (mDNS backend \(mdns.rawValue))") }
+        if let notAnsweringSince {
+            reasons.append(
+                "avahi-daemon not answering since \(notAnsweringSince.ISO8601Format()) (cached answers go on; new browses get SERVFAIL)")
+        } else if mdns != .running {
+            reasons.append("avahi-daemon is not connected (mDNS backend \(mdns.rawValue))")
+        }
         let uptime = ContinuousClock.now - started
         return AdminStatus(
             version: BuildInfo.version, revision: BuildInfo.revision, startedAt: startedAt,
@@ -35,8 +42,9 @@ struct AdminSource: AdminStatusSource {
             udpQueriesReceived: dns.udpQueriesReceived, tcpQueriesReceived: dns.tcpQueriesReceived,
             tcp: dns.tcp,
             avahi: AvahiStats(
-                connected: mdns == .running, clients: backend.clientCount, liveQueries: backend.liveQueryCount,
-                reconnects: backend.reconnectCount),
+                connected: mdns == .running || mdns == .stalled, clients: backend.clientCount,
+                liveQueries: backend.liveQueryCount, reconnects: backend.reconnectCount, up: mdns == .running,
+                notAnsweringSince: notAnsweringSince, stalls: backend.stallCount),
             proxy: proxy.stats, links: proxy.linkStatus(), announcements: gateway.status)
     }
 

@@ -150,7 +150,8 @@ struct LearnedBrowseTableTests {
         _ = browse(&table, key("_b"), at: .seconds(10), devices: [30, 250, 600])
         let after = browse(&table, key("_c"), at: .seconds(20), devices: [30, 250, 600])
         #expect(after.at == .seconds(20) + .milliseconds(625) && after.snapshot.answers.count == 3)
-        #expect(!after.snapshot.isProvisional && after.snapshot.isSettled)
+        #expect(after.snapshot.isProvisional, "complete as far as the link has shown, but young (issue 42)")
+        #expect(!table.snapshot(for: key("_c"), now: .seconds(21) + .milliseconds(200)).isProvisional, "past the ceiling")
         // A hit on a young browse within the spread is provisional: a 2 s TTL, not replayed.
         let young = key("_d")
         guard case .wait(_, _, let begun?) = lookup(&table, young, at: .seconds(30)) else { return }
@@ -171,7 +172,20 @@ struct LearnedBrowseTableTests {
             asker: .client(.udp, respond: { _ in }))
         let reply = AnswerBuilder(configuration: configuration).answer(query, plan: plan, snapshot: snapshot, for: context)
         #expect(reply.answers.map(\.ttl) == [DiscoveryProxy.provisionalTTL])
-        #expect(!table.snapshot(for: young, now: .seconds(31)).isProvisional, "past the spread")
+        #expect(table.snapshot(for: young, now: .seconds(31)).isProvisional, "past the spread, but young (issue 42)")
+        #expect(!table.snapshot(for: young, now: .seconds(31) + .milliseconds(200)).isProvisional, "past the ceiling")
+    }
+
+    @Test("issue 42: a link that learned a spread of zero from one-device browses still gives a new type's first answer the short TTL")
+    func youngBrowseAfterPromptSingles() {
+        var table = BrowseTable()
+        for n in 0..<3 { _ = browse(&table, key("_one\(n)"), at: .seconds(10 * n), devices: [30]) }
+        #expect(table.answerTimes["eth1"]?.usualSpread == .zero, "the link learned a spread of zero")
+        let first = browse(&table, key("_three"), at: .seconds(40), devices: [30, 250, 600])
+        #expect(first.snapshot.answers.count == 1, "answered before the late devices")
+        #expect(first.snapshot.isProvisional && !first.snapshot.isSettled, "so a 2 s TTL, not 10 s, and not replayed")
+        let later = table.snapshot(for: key("_three"), now: .seconds(40) + .milliseconds(1300))
+        #expect(later.answers.count == 3 && !later.isProvisional)
     }
 
     @Test("a sleepy link waits up to 1.2 s for its first answer; an answer cut short by that is provisional")
@@ -197,7 +211,8 @@ struct LearnedBrowseTableTests {
             // Two instances in one mDNS packet: avahi delivers them together.
             let result = browse(&table, key("_p\(n)"), at: .seconds(10 * n), devices: [25, 25])
             #expect(result.at == .seconds(10 * n) + .milliseconds(75) && result.snapshot.answers.count == 2)
-            #expect(result.snapshot.isProvisional == (n < 2), "provisional until the link is known")
+            #expect(result.snapshot.isProvisional, "a first answer before the ceiling is provisional, known link or not")
+            #expect(!table.snapshot(for: key("_p\(n)"), now: .seconds(10 * n) + .milliseconds(1200)).isProvisional)
         }
         #expect(table.negativeTimeout(on: "eth1", configuration) == configuration.negativeTimeout)
         // A reload keeps what a kept link learned; turning learning off forgets it all.

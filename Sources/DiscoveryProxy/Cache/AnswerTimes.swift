@@ -9,7 +9,10 @@
 ///   answer (`usualSpread` + `lateness`, when longer than the configured window);
 /// - an answer given before that spread has passed is provisional (`expectsMore`): a short
 ///   TTL, so a resolver asks again once the late devices are in. Until a link has taught two
-///   browses, any answer in the first `ceiling` of a browse that crossed it is.
+///   browses, any answer in the first `ceiling` of a browse that crossed it is;
+/// - so is any such answer in the first `ceiling` whatever the link has learned (`isYoung`):
+///   a new type's devices may answer later than any the link has shown (a spread of zero
+///   learned from single-device browses said nothing about them).
 ///
 /// A browse teaches only with records that crossed the link (its first record came later than
 /// `fromCache`) and only with its first round (`horizon`). "Usual" is the second-longest of
@@ -102,6 +105,12 @@ struct AnswerTimes: Sendable {
     /// More records may still come for browse `generation` (started at `startedAt`), whose
     /// first record crossed the link: it is within the link's usual spread after that record,
     /// or, while the link has taught too little to know its spread, within `ceiling`.
+    /// Browse `generation`'s first record crossed the link and `ceiling` has not passed since
+    /// it started: an answer now may lack devices slower than the link's usual ones.
+    func isYoung(generation: UInt32, startedAt: Duration, now: Duration) -> Bool {
+        now < startedAt + Self.ceiling && samples.contains { $0.generation == generation }
+    }
+
     func expectsMore(generation: UInt32, startedAt: Duration, now: Duration) -> Bool {
         guard let sample = samples.last(where: { $0.generation == generation }) else { return false }
         guard let usualSpread else { return now < startedAt + Self.ceiling }

@@ -452,6 +452,15 @@ struct BrowseTable: Sendable {
         return times.expectsMore(generation: browse.generation, startedAt: browse.startedAt, now: now)
     }
 
+    /// An answer from `key`'s browse now may be incomplete, whatever the link has learned: it
+    /// `expectsMore`, or it is young (`AnswerTimes.isYoung`). Such an answer gets the short TTL.
+    func mayBeIncomplete(_ key: BrowseKey, _ browse: Browse, now: Duration) -> Bool {
+        guard key.type == .ptr, now - browse.startedAt < AnswerTimes.horizon, let times = answerTimes[key.interface]
+        else { return false }
+        return times.isYoung(generation: browse.generation, startedAt: browse.startedAt, now: now)
+            || times.expectsMore(generation: browse.generation, startedAt: browse.startedAt, now: now)
+    }
+
     private mutating func takeGeneration() -> UInt32 {
         defer { nextGeneration &+= 1 }
         return nextGeneration

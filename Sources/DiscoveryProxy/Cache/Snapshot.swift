@@ -18,8 +18,8 @@ struct Snapshot: Sendable {
     /// not settled yet: whether it is usable is still to be decided.
     var hasPendingTargets = false
     /// The link's devices may still add to the answers: the browse is within its link's usual
-    /// spread of answer times (`AnswerTimes`). Its TTL is `DiscoveryProxy.provisionalTTL`, and
-    /// it is not settled (not replayed).
+    /// spread of answer times, or young (`AnswerTimes`). Its TTL is
+    /// `DiscoveryProxy.provisionalTTL`, and it is not settled (not replayed).
     var isProvisional = false
 }
 
@@ -29,7 +29,7 @@ extension BrowseTable {
         guard let browse = browses[key] else { return Snapshot() }
         var snapshot = snapshot(answers: browse.orderedRecords, interface: key.interface, now: now)
         snapshot.isSettled = snapshot.isSettled && browse.isSettled(now: now)
-        if browse.hasResults && expectsMore(key, browse, now: now) {
+        if browse.hasResults && mayBeIncomplete(key, browse, now: now) {
             snapshot.isProvisional = true
             snapshot.isSettled = false
         }

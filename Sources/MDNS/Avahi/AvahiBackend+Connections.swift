@@ -1,6 +1,7 @@
 import DNSWire
 import EventCounting
 import Logging
+import Synchronization
 internal import CAvahiClient
 
 #if canImport(Glibc)
@@ -11,7 +12,8 @@ import Musl
 
 /// The pool of avahi client connections: placing queries, making and re-making connections,
 /// each connection's timer, and what avahi's client states mean (`ConnectionLife` decides;
-/// this makes the C calls). Everything here runs with the poll lock held.
+/// this makes the C calls). Everything here runs with the poll lock held; the calls that wait
+/// for the daemon run on the worker only (`call`), the state callbacks on the poll thread.
 extension AvahiBackend {
     // MARK: Pool (poll lock held)
 
@@ -41,14 +43,15 @@ extension AvahiBackend {
             }
             slot.queries.insert(query)
             query.slot = slot
-            guard slot.life.status == .running, let client = slot.client else {
+            guard slot.life.status == .running, slot.client != nil, !slot.tornDown else {
                 return  // created when the connection runs
             }
-            let error = self.createBrowser(query, client: client)
+            let error = self.createBrowser(query, slot: slot)
             if error == Int32(AVAHI_OK) { return }
-            if error == Int32(AVAHI_ERR_DISCONNECTED) || error == Int32(AVAHI_ERR_NO_DAEMON) {
-                // The daemon just went away and the news has not been dispatched yet: the query
-                // waits; the failure callback delivers `.failed` and the reconnect `.restarted`.
+            if error == Int32(AVAHI_ERR_DISCONNECTED) || error == Int32(AVAHI_ERR_NO_DAEMON) || slot.tornDown {
+                // The daemon just went away (or stopped answering, and the connection was torn
+                // down) and the news has not been dispatched yet: the query waits; the
+                // connection's failure and reconnect bring it up to date.
                 return
             }
             slot.queries.remove(query)
@@ -74,8 +77,9 @@ extension AvahiBackend {
         return index == 0 ? nil : Int32(exactly: index)
     }
 
-    /// Returns `AVAHI_OK` or the avahi error code.
-    func createBrowser(_ query: AvahiQuery, client: OpaquePointer) -> Int32 {
+    /// Returns `AVAHI_OK` or the avahi error code. Worker only: a D-Bus round trip.
+    func createBrowser(_ query: AvahiQuery, slot: AvahiClientSlot) -> Int32 {
+        guard let client = slot.client else { return Int32(AVAHI_ERR_DISCONNECTED) }
         // The text is made again for each browser (also after a reconnect) rather than kept
         // with the query: ~90 bytes per live query, and startQuery has checked it can be made.
         guard let avahiName = AvahiName.escape(query.question.name) else { return Int32(AVAHI_ERR_INVALID_DOMAIN_NAME) }
@@ -85,6 +89,7 @@ extension AvahiBackend {
             return Int32(AVAHI_ERR_INVALID_INTERFACE)
         }
         let browser = avahiName.withCString { name in
+            self.call("create a record browser", on: slot) {
             avahi_record_browser_new(
                 client,
                 interfaceIndex,
@@ -98,31 +103,48 @@ extension AvahiBackend {
                 recordCallback,
                 Unmanaged.passUnretained(query).toOpaque()
             )
+            }
         }
         guard let browser else { return avahi_client_errno(client) }
         query.browser = browser
+        self.answered()
         return Int32(AVAHI_OK)
     }
 
-    /// Frees the slot's old connection, if any, and opens a new one.
+    /// Frees the slot's old connection, if any, and opens a new one. Worker only.
     func reconnect(_ slot: AvahiClientSlot) {
-        if let old = slot.client {
-            for query in slot.queries { query.browser = nil }  // avahi_client_free frees them
-            slot.client = nil
-            avahi_client_free(old)
-        }
+        guard !self.isShutDown, self.slots.contains(where: { $0 === slot }) else { return }
+        self.closeConnection(of: slot)
         slot.life.connecting()
+        slot.tornDown = false
         var error: Int32 = 0
+        // The socket is learnt during the call (the poll notes libdbus's watch), so that the
+        // deadline can end a connection whose daemon does not answer its first calls.
+        let recorder = self.recordingPoll
+        cavahi_recording_poll_forget(recorder)
+        let socketAddress = Int(bitPattern: recorder)
         // The state callback may run before this returns (with the lock held by us).
-        let client = avahi_client_new(
-            self.pollAPI,
-            AVAHI_CLIENT_NO_FAIL,
-            clientCallback,
-            Unmanaged.passUnretained(slot).toOpaque(),
-            &error
-        )
-        if let client {
+        let (client, outcome) = self.worker.watch(
+            "connect to avahi-daemon",
+            socket: {
+                UnsafeMutablePointer<CAvahiRecordingPoll>(bitPattern: socketAddress).map(cavahi_recording_poll_socket) ?? -1
+            }
+        ) {
+            avahi_client_new(
+                cavahi_recording_poll_api(recorder),
+                AVAHI_CLIENT_NO_FAIL,
+                clientCallback,
+                Unmanaged.passUnretained(slot).toOpaque(),
+                &error
+            )
+        }
+        if outcome.aborted, let client {
+            // Made, but the daemon did not answer in time: its socket is shut down already.
             slot.client = client
+            slot.tornDown = true
+        } else if let client {
+            slot.client = client
+            slot.socket = cavahi_recording_poll_socket(recorder)
             if slot.life.status == .connecting {
                 self.logger.info("waiting for avahi-daemon", metadata: ["mdns.client": "\(slot.id)"])
             }
@@ -149,25 +171,31 @@ extension AvahiBackend {
             cavahi_timeout_free(self.pollAPI, timer)
             slot.timer = nil
         }
-        for query in slot.queries {
-            query.browser = nil
-            query.slot = nil
-        }
+        for query in slot.queries { query.slot = nil }
+        self.closeConnection(of: slot)
+        slot.life.closed()
+    }
+
+    /// Frees the slot's client connection and with it its browsers. Makes no call that waits:
+    /// avahi closes the D-Bus connection before freeing its objects.
+    func closeConnection(of slot: AvahiClientSlot) {
+        for query in slot.queries { query.browser = nil }
+        slot.failedBrowsers = []
+        slot.socket = -1
         if let client = slot.client {
             slot.client = nil
             avahi_client_free(client)
         }
-        slot.life.closed()
     }
 
     func freeEverything() {
         for slot in self.slots {
-            for query in slot.queries { query.cancelled = true }
+            for query in slot.queries { _ = query.markCancelled() }
             self.free(slot)
             slot.queries = SlotQueries()
         }
         self.slots = []
-        self.liveQueries = 0
+        self.published.withLock { $0.liveQueries = 0 }
         if let timer = self.bootstrapTimer {
             cavahi_timeout_free(self.pollAPI, timer)
             self.bootstrapTimer = nil
@@ -205,17 +233,23 @@ extension AvahiBackend {
     }
 
     /// Creates the browsers of the slot's queries that have none; `.restarted` first for
-    /// queries that failed before.
+    /// queries that failed before, `.verifying` for those whose connection was torn down.
     func attachPending(_ slot: AvahiClientSlot) {
         for query in slot.queries.sorted(by: { $0.id < $1.id }) {
-            guard slot.life.status == .running, let client = slot.client else { return }
-            guard !query.cancelled, query.slot === slot, query.browser == nil else { continue }
+            guard slot.life.status == .running, slot.client != nil, !slot.tornDown else { return }
+            guard !query.isCancelled, query.slot === slot, query.browser == nil else { continue }
             if query.failedSinceStart {
                 query.failedSinceStart = false
+                query.verifyOnAttach = false
                 self.emit(.restarted, to: query)
-                guard !query.cancelled else { continue }
+                guard !query.isCancelled else { continue }
+            } else if query.verifyOnAttach {
+                query.verifyOnAttach = false
+                self.emit(.verifying, to: query)
+                guard !query.isCancelled else { continue }
             }
-            let error = self.createBrowser(query, client: client)
+            let error = self.createBrowser(query, slot: slot)
+            if slot.tornDown { return }  // it stalled: the next connection re-creates the rest
             if error != Int32(AVAHI_OK) {
                 query.failedSinceStart = true
                 self.logger.debug(
@@ -254,6 +288,7 @@ extension AvahiBackend {
         case .none:
             break
         case .cameUp:
+            self.answered()
             self.reschedule(slot)
             let version = client.flatMap { avahi_client_get_version_string($0) }.map { String(cString: $0) } ?? "?"
             let metadata: Logger.Metadata = ["mdns.client": "\(slot.id)", "mdns.daemon": "\(version)"]
@@ -277,19 +312,27 @@ extension AvahiBackend {
 
     func failQueries(of slot: AvahiClientSlot, reason: String) {
         for query in slot.queries.sorted(by: { $0.id < $1.id }) {
+            let hadBrowser = query.browser != nil
             if let browser = query.browser {
                 // Not connected any more: avahi frees it locally without a D-Bus call.
                 query.browser = nil
                 avahi_record_browser_free(browser)
             }
-            guard !query.cancelled, !query.failedSinceStart else { continue }
+            if slot.tornDown {
+                // Torn down for a stall: the daemon lost nothing. The records stay with their
+                // holders and are verified when the browser is made again.
+                if hadBrowser && !query.failedSinceStart { query.verifyOnAttach = true }
+                continue
+            }
+            guard !query.isCancelled, !query.failedSinceStart else { continue }
             query.failedSinceStart = true
             self.emit(.failed(reason), to: query)
         }
     }
 
     func noteOutage(_ reason: String, slot: AvahiClientSlot) {
-        if !self.outage.lost() {
+        let stalled = self.published.withLock { $0.stalledSince != nil }
+        if !self.outage.lost() || stalled {  // a stall was logged once already
             self.logger.debug("avahi still unavailable", metadata: ["mdns.client": "\(slot.id)", "mdns.error": "\(reason)"])
         } else {
             self.logger.warning(

@@ -23,7 +23,7 @@ extension AvahiBackend {
         rdata: UnsafeRawPointer?,
         size: Int
     ) {
-        guard !query.cancelled, let browser, query.browser == browser else { return }
+        guard !query.isCancelled, let browser, query.browser == browser else { return }
         switch event {
         case AVAHI_BROWSER_NEW, AVAHI_BROWSER_REMOVE:
             guard let name, var recordName = AvahiName.unescape(cString: name) else {
@@ -47,20 +47,32 @@ extension AvahiBackend {
         case AVAHI_BROWSER_FAILURE:
             let error = avahi_client_errno(avahi_record_browser_get_client(browser))
             query.browser = nil
-            avahi_record_browser_free(browser)  // safe inside its own callback
             query.failedSinceStart = true
             self.emit(.failed(Self.errorText(error)), to: query)
-            if let slot = query.slot, !query.cancelled {
-                slot.life.retryAttach(now: .now)
-                self.reschedule(slot)
+            if let slot = query.slot {
+                // Freeing it is a D-Bus call: the worker's, unless the connection goes first.
+                slot.failedBrowsers.append(browser)
+                self.worker.submit(.internal) { [weak self, slot] in self?.freeFailedBrowser(browser, of: slot) }
+                if !query.isCancelled {
+                    slot.life.retryAttach(now: .now)
+                    self.reschedule(slot)
+                }
+            } else {
+                avahi_record_browser_free(browser)
             }
         default:
             break  // CACHE_EXHAUSTED
         }
     }
 
+    func freeFailedBrowser(_ browser: OpaquePointer, of slot: AvahiClientSlot) {
+        guard let index = slot.failedBrowsers.firstIndex(of: browser) else { return }  // freed with its connection
+        slot.failedBrowsers.remove(at: index)
+        self.call("free a failed record browser", on: slot) { _ = avahi_record_browser_free(browser) }
+    }
+
     func emit(_ event: MDNSEvent, to query: AvahiQuery) {
-        guard !query.cancelled else { return }
+        guard !query.isCancelled else { return }
         self.logger.debug(
             "mDNS event",
             metadata: [
@@ -78,18 +90,31 @@ extension AvahiBackend {
     /// which makes the daemon send a fresh query and deliver its cache again. Each query gets
     /// `.verifying` first; its holder drops the records not delivered again by "all for now".
     /// Records the daemon still caches stay until their mDNS TTL runs out.
+    /// Queued for the worker like a new query; a reconfirmation that finds the queue full is
+    /// dropped (the record goes at its TTL).
     public func reconfirm(_ question: MDNSQuestion, record: MDNSRecord) {
+        let queued = self.worker.submit(.request) { [weak self] in self?.restartBrowsers(of: question) }
+        if !queued {
+            self.logger.debug("mDNS reconfirm dropped: the queue is full", metadata: ["mdns.question": "\(question)"])
+        }
+    }
+
+    private func restartBrowsers(of question: MDNSQuestion) {
         let restarted = self.withPollLock { () -> Int in
             guard !self.isShutDown else { return 0 }
             var count = 0
             for slot in self.slots {
-                guard let client = slot.client else { continue }
-                for query in slot.queries where query.question == question && !query.cancelled {
+                guard slot.client != nil, !slot.tornDown else { continue }
+                for query in slot.queries where query.question == question && !query.isCancelled {
                     guard let browser = query.browser else { continue }
                     query.browser = nil
-                    avahi_record_browser_free(browser)
+                    self.call("free a record browser", on: slot) { _ = avahi_record_browser_free(browser) }
                     self.emit(.verifying, to: query)
-                    if self.createBrowser(query, client: client) != AVAHI_OK {
+                    if slot.tornDown {
+                        query.verifyOnAttach = false  // told already; re-created with the connection
+                        continue
+                    }
+                    if self.createBrowser(query, slot: slot) != AVAHI_OK {
                         // As for a browser failure: report it, and the slot re-attaches it.
                         query.failedSinceStart = true
                         self.emit(.failed("cannot restart the record browser"), to: query)

@@ -1,5 +1,6 @@
 import DNSWire
 import EventCounting
+import CoreMetrics
 import Logging
 import Synchronization
 internal import CAvahiClient
@@ -18,6 +19,20 @@ import Musl
 /// delivered once per protocol, and the holder counts the deliveries (`MDNSEvent`): the
 /// backend keeps no copy of the records.
 ///
+/// **Nothing waits for avahi.** Every libavahi-client call that talks to the daemon is a
+/// blocking D-Bus round trip (up to 25 s when avahi-daemon or dbus-daemon is stuck). None of
+/// them runs on the caller's thread: `startQuery`, `cancel` and `reconfirm` queue a job for
+/// the backend's `AvahiWorker` and return at once; the worker makes the calls, each under a
+/// deadline (`requestDeadline`, far below libdbus's 25 s). New queries wait in a bounded
+/// queue (`requestQueueLimit`); beyond it `startQuery` throws `.busy`.
+///
+/// **Stalls.** A call past its deadline marks the backend `.stalled` (logged once per
+/// episode, `mdns_backend_stalls_total`), and its connection is torn down (its D-Bus socket
+/// shut down) and made again, retried until avahi answers. The connection's queries keep
+/// their records meanwhile (a frozen daemon has lost nothing): when their browsers are
+/// re-created they get `.verifying`, so what the daemon does not deliver again goes. The
+/// stall ends when a call succeeds within its deadline.
+///
 /// **Pool.** avahi-daemon caps the objects of one client connection (`objects-per-client-max`,
 /// 1024 by default). Queries are spread over a pool of client connections, at most
 /// `clientObjectLimit` browsers on each; a new connection is opened when all are full, and the
@@ -32,46 +47,62 @@ import Musl
 /// the daemon appears.
 ///
 /// **Threads and locking.** All avahi objects and the pool are guarded by the threaded poll's
-/// lock: avahi runs its callbacks on the poll thread with the lock held, and public methods
-/// take it (`withPollLock`). A public method called on the poll thread, that is from inside an
-/// event handler, runs directly under the lock the callback already holds instead of locking
-/// again (which would deadlock); so `cancel()` may be called from a handler. `shutdown()` may
-/// not. The figures read by `state`, `liveQueryCount` and `clientCount` are copied into a
-/// `Mutex` so that reading them never waits for the poll lock.
+/// lock: avahi runs its callbacks on the poll thread with the lock held, and the worker takes
+/// it around its jobs (`withPollLock`). Only the worker makes calls that wait for the daemon;
+/// the poll thread's callbacks hand such work to it. The admission figures (`state`, live
+/// queries, clients, the stall) are in a `Mutex` that no avahi call is made under, so the
+/// public methods never wait for the poll lock. A query cancelled while one of its events is
+/// being delivered may still see that one event; holders tell events apart by their tag.
 ///
-/// Keep the backend alive (and call `shutdown()`) from outside its handlers: if the last
-/// reference went away inside a handler, the poll thread is told to quit and its memory leaks.
+/// Keep the backend alive (and call `shutdown()`) from outside its handlers.
 public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     let logger: Logger
     let clientObjectLimit: Int
     let totalObjectBudget: Int
     let poll: OpaquePointer  // AvahiThreadedPoll*, freed in deinit
     let pollAPI: UnsafePointer<AvahiPoll>
+    /// The poll that client connections are made with: the threaded poll, noting each
+    /// connection's D-Bus socket (for the worker's deadline).
+    let recordingPoll: UnsafeMutablePointer<CAvahiRecordingPoll>
     /// `pthread_t` of the poll thread, 0 until its first callback.
     let pollThread = Atomic<UInt>(0)
-    /// Written under the poll lock, read from anywhere.
+    /// Admission and the figures read from anywhere; no avahi call is made under it.
     let published = Mutex(Published())
+    /// Makes every call that waits for avahi-daemon or D-Bus (`AvahiWorker`).
+    private(set) var worker: AvahiWorker!
 
     // MARK: Guarded by the poll lock
 
     var slots: [AvahiClientSlot] = []
     var nextSlotID = 0
-    var nextQueryID: UInt32 = 0
-    var liveQueries = 0
     var isShutDown = false
     /// From the first sign of a lost daemon until every connection runs again; warnings are
     /// logged once per outage.
     var outage = OutageTracker()
     /// Outages recovered from (the daemon came back and queries were re-created):
     /// `mdns_backend_reconnects_total`, and `reconnectCount` for the status page.
-    let reconnects = EventCounter(label: "mdns_backend_reconnects_total")
+    let reconnects: EventCounter
+    /// Episodes of avahi-daemon not answering a call within `requestDeadline`:
+    /// `mdns_backend_stalls_total`.
+    let stalls: EventCounter
     /// Fires once on the poll thread to learn its identity.
     var bootstrapTimer: OpaquePointer?
 
     struct Published {
-        var state: MDNSBackendState = .connecting
-        var liveQueries = 0
+        var connections: MDNSBackendState = .connecting
         var clients = 0
+        var liveQueries = 0
+        var nextQueryID: UInt32 = 0
+        var isShutDown = false
+        /// `shutdown` freed every avahi object (no call was left waiting).
+        var cleanlyShutDown = false
+        /// Since when a call has waited past its deadline without avahi answering since.
+        var stalledSince: ContinuousClock.Instant?
+
+        var state: MDNSBackendState {
+            if isShutDown { return .failed }
+            return stalledSince == nil ? connections : .stalled
+        }
     }
 
     /// Below avahi-daemon's default `objects-per-client-max` (1024), with room for the
@@ -79,18 +110,28 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     public static let defaultClientObjectLimit = 900
     /// Browsers over all connections by default.
     public static let defaultTotalObjectBudget = 8192
+    /// How long one call may wait for avahi-daemon before the backend counts it as stalled
+    /// and re-makes the connection. A D-Bus round trip to a healthy daemon takes well under a
+    /// millisecond, and tens of them under the heaviest load measured here.
+    public static let defaultRequestDeadline: Duration = .seconds(2)
+    /// New queries waiting for the worker, at most.
+    public static let defaultRequestQueueLimit = 4096
 
-    /// Starts the poll thread and connects to avahi-daemon in the background. Does not fail when
-    /// the daemon (or D-Bus) is not there yet; `state` is `.connecting` (`.failed` without D-Bus)
-    /// until it is.
+    /// Starts the poll and worker threads and connects to avahi-daemon in the background. Does
+    /// not fail when the daemon (or D-Bus) is not there yet; `state` is `.connecting` (`.failed`
+    /// without D-Bus) until it is.
     ///
     /// - Parameters:
     ///   - clientObjectLimit: browsers per client connection; keep below the daemon's
     ///     `objects-per-client-max` (1024 by default).
     ///   - totalObjectBudget: browsers over all connections; beyond it `startQuery` throws
     ///     `.budgetExhausted`.
+    ///   - requestDeadline: how long one call may wait for the daemon (see "Stalls").
+    ///   - requestQueueLimit: new queries waiting to be made; beyond it `startQuery` throws `.busy`.
     public init(
-        logger: Logger, clientObjectLimit: Int = defaultClientObjectLimit, totalObjectBudget: Int = defaultTotalObjectBudget
+        logger: Logger, clientObjectLimit: Int = defaultClientObjectLimit, totalObjectBudget: Int = defaultTotalObjectBudget,
+        requestDeadline: Duration = defaultRequestDeadline, requestQueueLimit: Int = defaultRequestQueueLimit,
+        metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) throws(MDNSError) {
         precondition(clientObjectLimit > 0 && totalObjectBudget > 0, "AvahiBackend limits must be positive")
         guard let poll = avahi_threaded_poll_new() else {
@@ -101,30 +142,47 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
         self.totalObjectBudget = totalObjectBudget
         self.poll = poll
         self.pollAPI = avahi_threaded_poll_get(poll)
+        self.recordingPoll = .allocate(capacity: 1)
+        cavahi_recording_poll_init(self.recordingPoll, self.pollAPI)
+        self.reconnects = EventCounter(label: "mdns_backend_reconnects_total", factory: metricsFactory)
+        self.stalls = EventCounter(label: "mdns_backend_stalls_total", factory: metricsFactory)
+        self.worker = AvahiWorker(
+            deadline: requestDeadline, capacity: requestQueueLimit, connection: "queries", metricsFactory: metricsFactory,
+            perform: { [weak self] jobs in
+                guard let self else { return }
+                self.withPollLock { jobs.forEach { $0() } }
+            },
+            onStall: { [weak self] what, waited, aborted in self?.stalled(what, waited: waited, aborted: aborted) })
 
         // The poll thread is not running yet: no lock needed.
         let timer = cavahi_timeout_new(self.pollAPI, bootstrapCallback, Unmanaged.passUnretained(self).toOpaque())
         self.bootstrapTimer = timer
         if let timer { cavahi_timeout_arm(self.pollAPI, timer, 0) }
         let slot = self.makeSlot()
-        self.reconnect(slot)
         self.publish()
 
         guard avahi_threaded_poll_start(poll) >= 0 else {
             self.freeEverything()
             throw .daemon("cannot start the avahi poll thread")
         }
+        self.worker.start()
+        // The first connection is made by the worker too: D-Bus may be stuck at start-up.
+        self.worker.submit(.internal) { [weak self, slot] in self?.reconnect(slot) }
     }
 
     deinit {
-        if self.isOnPollThread {
-            // The last reference went away inside a handler: cannot join our own thread.
-            self.logger.warning("AvahiBackend released on its own poll thread; stopping it without cleanup")
+        if self.isOnPollThread || self.worker.isCurrent {
+            // The last reference went away inside a handler or a job: cannot join our own thread.
+            self.logger.warning("AvahiBackend released on its own thread; stopping it without cleanup")
+            _ = self.worker.stop(patience: .zero) {}
             avahi_threaded_poll_quit(self.poll)
             return
         }
         self.shutdown()
-        avahi_threaded_poll_free(self.poll)
+        if self.published.withLock({ $0.cleanlyShutDown }) {
+            avahi_threaded_poll_free(self.poll)
+            self.recordingPoll.deallocate()
+        }
     }
 
     // MARK: Public API
@@ -140,6 +198,15 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     /// How many times the daemon went away and the backend recovered (for metrics).
     public var reconnectCount: Int { reconnects.value }
 
+    /// Episodes of the daemon not answering within the deadline (for the status page).
+    public var stallCount: Int { stalls.value }
+
+    /// How long avahi-daemon has not answered, while it does not.
+    public var stalledFor: Duration? {
+        self.published.withLock { $0.stalledSince }.map { ContinuousClock.now - $0 }
+    }
+
+    /// Queues the query: its browser is made by the worker, never on the caller's thread.
     public func startQuery(
         _ question: MDNSQuestion, tag: UInt32, receiver: any MDNSQueryReceiver
     ) throws(MDNSError) -> any MDNSQueryHandle {
@@ -149,26 +216,22 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
         guard AvahiName.escape(question.name) != nil else {
             throw .daemon("the name \(question.name) cannot be expressed to avahi (NUL byte or invalid UTF-8)")
         }
-        let query = try self.withPollLock { () throws(MDNSError) -> AvahiQuery in
-            guard !self.isShutDown else { throw .daemon("the mDNS backend is shut down") }
-            guard self.liveQueries < self.totalObjectBudget else {
+        let id = try self.published.withLock { state throws(MDNSError) -> UInt32 in
+            guard !state.isShutDown else { throw .daemon("the mDNS backend is shut down") }
+            guard state.liveQueries < self.totalObjectBudget else {
                 throw .budgetExhausted(limit: self.totalObjectBudget)
             }
-            self.nextQueryID &+= 1
-            let query = AvahiQuery(
-                id: self.nextQueryID,
-                backend: self,
-                question: question,
-                tag: tag,
-                receiver: receiver
-            )
-            try self.place(query)
-            self.liveQueries += 1
-            self.publish()
-            return query
+            state.liveQueries += 1
+            state.nextQueryID &+= 1
+            return state.nextQueryID
+        }
+        let query = AvahiQuery(id: id, backend: self, question: question, tag: tag, receiver: receiver)
+        guard self.worker.submit(.request, { [weak self] in self?.begin(query) }) else {
+            self.published.withLock { $0.liveQueries -= 1 }
+            throw .busy(queued: self.worker.capacity)
         }
         self.logger.debug(
-            "mDNS query started",
+            "mDNS query queued",
             metadata: [
                 "mdns.query": "\(query.id)", "mdns.name": "\(question.name)", "mdns.type": "\(question.type)",
                 "mdns.interface": "\(question.interface)",
@@ -178,20 +241,33 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     }
 
     /// Frees every browser and connection; queries get no further events and later
-    /// `startQuery` calls throw. Idempotent. Must not be called from an event handler.
-    public func shutdown() {
+    /// `startQuery` calls throw. Idempotent. Must not be called from an event handler. Waits
+    /// for a call in progress up to `requestDeadline`; false if it had to leave the avahi
+    /// objects as they were (the process is ending anyway).
+    @discardableResult
+    public func shutdown() -> Bool {
         precondition(!self.isOnPollThread, "AvahiBackend.shutdown() must not be called from an mDNS event handler")
-        let wasRunning = self.withPollLock { () -> Bool in
-            guard !self.isShutDown else { return false }
-            self.isShutDown = true
-            self.freeEverything()
-            return true
+        let first = self.published.withLock { state -> Bool in
+            defer { state.isShutDown = true }
+            return !state.isShutDown
         }
-        if wasRunning {
-            avahi_threaded_poll_stop(self.poll)
-            self.pollThread.store(0, ordering: .releasing)  // its pthread_t may be reused
-            self.logger.info("mDNS backend shut down")
+        guard first else { return self.published.withLock { $0.cleanlyShutDown } }
+        // Runs while `stop` waits, or never (see `AvahiWorker.stop`): no reference kept.
+        let stopped = self.worker.stop(patience: self.worker.deadline) { [unowned(unsafe) self] in
+            self.withPollLock {
+                self.isShutDown = true
+                self.freeEverything()
+            }
         }
+        guard stopped else {
+            self.logger.warning("mDNS backend: a call to avahi-daemon is still waiting; leaving its objects")
+            return false
+        }
+        avahi_threaded_poll_stop(self.poll)
+        self.pollThread.store(0, ordering: .releasing)  // its pthread_t may be reused
+        self.published.withLock { $0.cleanlyShutDown = true }
+        self.logger.info("mDNS backend shut down")
+        return true
     }
 
     // MARK: Locking
@@ -214,37 +290,104 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
         self.pollThread.store(UInt(pthread_self()), ordering: .releasing)
     }
 
-    // MARK: Cancel
+    // MARK: Start and cancel (worker, poll lock held)
 
-    func cancel(_ query: AvahiQuery) {
-        self.withPollLock {
-            guard !query.cancelled else { return }
-            query.cancelled = true
-            if self.isShutDown { return }
-            self.liveQueries -= 1
-            if let browser = query.browser {
-                query.browser = nil
-                avahi_record_browser_free(browser)
-            }
-            if let slot = query.slot {
-                slot.queries.remove(query)
-                query.slot = nil
-                self.scheduleGarbageCollection(slot)
-            }
-            self.publish()
+    /// Puts a queued query on a connection and makes its browser (unless it was cancelled
+    /// while it waited).
+    func begin(_ query: AvahiQuery) {
+        guard !query.isCancelled, !self.isShutDown else { return }
+        do {
+            try self.place(query)
+            self.logger.debug("mDNS query started", metadata: ["mdns.query": "\(query.id)"])
+        } catch {
+            // Refused by the daemon: the holder hears it, and the query stays unplaced (it is
+            // cancelled by its holder, whose browse has failed).
+            self.logger.debug("cannot start mDNS query", metadata: ["mdns.query": "\(query.id)", "mdns.error": "\(error)"])
+            self.emit(.failed(error.description), to: query)
         }
+    }
+
+    /// Cancels `query`: no event after this returns but one already being delivered; its
+    /// browser is freed by the worker.
+    func cancel(_ query: AvahiQuery) {
+        guard query.markCancelled() else { return }
+        self.published.withLock { $0.liveQueries -= 1 }
+        self.worker.submit(.internal) { [weak self] in self?.release(query) }
         self.logger.debug("mDNS query cancelled", metadata: ["mdns.query": "\(query.id)"])
+    }
+
+    private func release(_ query: AvahiQuery) {
+        guard !self.isShutDown else { return }
+        if let browser = query.browser, let slot = query.slot {
+            query.browser = nil
+            self.call("free a record browser", on: slot) { avahi_record_browser_free(browser) }
+        }
+        if let slot = query.slot {
+            slot.queries.remove(query)
+            query.slot = nil
+            self.scheduleGarbageCollection(slot)
+        }
+    }
+
+    // MARK: Deadlines (worker)
+
+    /// Makes one call that may wait for the daemon, on `slot`'s connection, under the worker's
+    /// deadline. A call that had to be ended (its socket shut down) marks the connection as
+    /// torn down for a stall: its queries keep their records (`AvahiClientSlot.tornDown`).
+    @discardableResult
+    func call<R>(_ what: String, on slot: AvahiClientSlot, _ body: () -> R) -> R {
+        let socket = slot.socket
+        let (result, outcome) = self.worker.watch(what, socket: { socket }, body)
+        if outcome.overdue && !outcome.aborted && socket >= 0 {
+            // It returned just as the watchdog found it late: the connection may hold an object
+            // the daemon made after we stopped waiting. Torn down all the same.
+            _ = AvahiWorker.abort(socket)
+        }
+        if outcome.overdue { slot.tornDown = true }
+        return result
+    }
+
+    /// A call has waited past its deadline (the watchdog's thread, no lock held).
+    private func stalled(_ what: String, waited: Duration, aborted: Bool) {
+        let first = self.published.withLock { state -> Bool in
+            guard state.stalledSince == nil else { return false }
+            state.stalledSince = .now - waited
+            return true
+        }
+        guard first else {
+            self.logger.debug("avahi-daemon still not answering", metadata: ["mdns.call": "\(what)"])
+            return
+        }
+        self.stalls.increment()
+        self.logger.warning(
+            "avahi-daemon is not answering; cached answers go on, new browses wait, reconnecting until it answers",
+            metadata: [
+                "mdns.call": "\(what)", "mdns.waited_ms": "\(Self.milliseconds(waited))",
+                "mdns.connection_reset": "\(aborted)",
+            ])
+    }
+
+    /// The daemon answered a call within its deadline: a stall, if any, is over.
+    func answered() {
+        let since = self.published.withLock { state -> ContinuousClock.Instant? in
+            defer { state.stalledSince = nil }
+            return state.stalledSince
+        }
+        guard let since else { return }
+        self.logger.notice(
+            "avahi-daemon answers again", metadata: ["mdns.stalled_ms": "\(Self.milliseconds(ContinuousClock.now - since))"])
     }
 
     // MARK: Helpers
 
+    /// Copies the connections' figures for readers on other threads (poll lock held).
     func publish() {
-        let snapshot = Published(
-            state: ConnectionLife.backendState(self.slots.map(\.life.status), isShutDown: self.isShutDown),
-            liveQueries: self.liveQueries,
-            clients: self.slots.count(where: { $0.client != nil })
-        )
-        self.published.withLock { $0 = snapshot }
+        let connections = ConnectionLife.backendState(self.slots.map(\.life.status), isShutDown: self.isShutDown)
+        let clients = self.slots.count(where: { $0.client != nil })
+        self.published.withLock {
+            $0.connections = connections
+            $0.clients = clients
+        }
     }
 
     func bootstrapFired() {
@@ -253,6 +396,8 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
             self.bootstrapTimer = nil
         }
     }
+
+    static func milliseconds(_ duration: Duration) -> Int64 { duration.nanoseconds / 1_000_000 }
 
     static func errorText(_ code: Int32) -> String {
         String(cString: avahi_strerror(code))

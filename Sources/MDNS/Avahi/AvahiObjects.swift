@@ -1,5 +1,6 @@
 import DNSWire
 import Logging
+import Synchronization
 internal import CAvahiClient
 
 #if canImport(Glibc)
@@ -21,6 +22,15 @@ final class AvahiClientSlot {
     var timer: OpaquePointer?  // AvahiTimeout*
     var life = ConnectionLife()
     var queries = SlotQueries()
+    /// The connection's D-Bus socket, -1 while none: what the worker shuts down to end a call
+    /// past its deadline.
+    var socket: Int32 = -1
+    /// The worker ended a call on this connection (a stall): its loss is not the daemon's, so
+    /// its queries keep their records and are verified once re-created.
+    var tornDown = false
+    /// Browsers that failed in their own callback, freed by the worker (freeing one is a D-Bus
+    /// call); freed with the connection if it goes first.
+    var failedBrowsers: [OpaquePointer] = []
 
     init(id: Int, backend: AvahiBackend, capacity: Int) {
         self.id = id
@@ -74,9 +84,13 @@ final class AvahiQuery: MDNSQueryHandle, @unchecked Sendable {
     let id: UInt32
     /// Where it is in its slot's `SlotQueries`; -1 when in none.
     var position: Int32 = -1
-    var cancelled = false
+    /// Set by `cancel` on any thread, read by every event delivery.
+    private let cancelled = Atomic<Bool>(false)
     /// `.failed` was delivered; the next browser starts with `.restarted`.
     var failedSinceStart = false
+    /// Its browser went with a connection torn down for a stall: the next one starts with
+    /// `.verifying`, and what it does not deliver again is gone.
+    var verifyOnAttach = false
 
     init(
         id: UInt32,
@@ -92,7 +106,15 @@ final class AvahiQuery: MDNSQueryHandle, @unchecked Sendable {
         self.receiver = receiver
     }
 
-    /// Idempotent; callable from any thread, including from inside this backend's handlers.
+    var isCancelled: Bool { self.cancelled.load(ordering: .acquiring) }
+
+    /// True the first time.
+    func markCancelled() -> Bool {
+        !self.cancelled.exchange(true, ordering: .acquiringAndReleasing)
+    }
+
+    /// Idempotent; callable from any thread, including from inside this backend's handlers;
+    /// never waits for avahi.
     func cancel() {
         self.backend.cancel(self)
     }
@@ -112,7 +134,8 @@ let slotTimerCallback: AvahiTimeoutCallback = { _, userdata in
     let slot = Unmanaged<AvahiClientSlot>.fromOpaque(userdata).takeUnretainedValue()
     let backend = slot.backend
     backend.notePollThread()
-    backend.slotTimerFired(slot)
+    // Its work (connecting, making browsers, closing) waits for the daemon: the worker's.
+    backend.worker.submit(.internal) { [weak backend, slot] in backend?.slotTimerFired(slot) }
 }
 
 /// Also called inside `avahi_client_new`, on the thread that called it.

@@ -1,0 +1,332 @@
+import CoreMetrics
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The thread that makes libavahi-client's blocking calls, so that no thread that answers DNS
+/// ever waits for avahi-daemon or D-Bus.
+///
+/// Every object creation, free and commit in libavahi-client is a synchronous D-Bus round trip
+/// with libdbus's default timeout of 25 s and no way to shorten or cancel it, made with the
+/// threaded poll's lock held. So callers `submit` a job and return; this thread runs the jobs in
+/// order, a few at a time, and the owner's `perform` takes the poll lock around them. Requests
+/// from outside (`.request`: a new query, a reconfirmation) are bounded by `capacity`; the
+/// owner's own follow-ups (`.internal`: cancels, timer work) are bounded by what it holds and
+/// always accepted, so that nothing it started is lost.
+///
+/// **Deadlines.** Each blocking call runs inside `watch`, and a second thread, the watchdog,
+/// times it: a call still running after `deadline` is reported (`onStall`, once per call) and
+/// its D-Bus connection's socket is shut down (`shutdown(2)`, not closed: libdbus still owns
+/// the descriptor), which makes libdbus fail the call at once and the connection report its
+/// loss; the owner re-makes it. A call that has no known socket yet (libdbus's own `Hello`
+/// inside `avahi_client_new`, to a stuck dbus-daemon) can only be reported, and returns at
+/// libdbus's 25 s. The watchdog sleeps while no call runs: an idle proxy gets no wake-ups.
+final class AvahiWorker: @unchecked Sendable {
+    typealias Job = () -> Void
+
+    enum Admission {
+        /// Counted against `capacity`; refused when it is reached.
+        case request
+        /// Always queued.
+        case `internal`
+    }
+
+    /// How a watched call went.
+    struct Outcome {
+        var waited: Duration
+        /// It ran past the deadline (reported through `onStall`).
+        var overdue: Bool
+        /// Its socket was shut down to end it: the connection is lost.
+        var aborted: Bool
+    }
+
+    let deadline: Duration
+    let capacity: Int
+
+    private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let jobsReady = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private let callStarted = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    // Guarded by `lock`.
+    private var jobs: [(job: Job, isRequest: Bool)] = []
+    private var queuedRequests = 0
+    private var stopping = false
+    private var call: Watched?
+    private var nextCallID: UInt64 = 0
+    private var workerThread: pthread_t?
+    private var watchdogThread: pthread_t?
+    /// `stop`'s last job, and whether it runs or must not (its caller stopped waiting).
+    private var last: Job?
+    private var runningLast = false
+    private var abandoned = false
+    private var workerFinished = false
+
+    private struct Watched {
+        var id: UInt64
+        var what: String
+        var socket: @Sendable () -> Int32
+        var started: ContinuousClock.Instant
+        var overdue = false
+        var aborted = false
+    }
+
+    /// Runs a batch of jobs; the owner takes the poll lock around them.
+    private let perform: ([Job]) -> Void
+    /// Told on the watchdog thread, without any lock held, when a call passes its deadline:
+    /// what it was, how long it has waited, whether its socket was shut down.
+    private let onStall: @Sendable (_ what: String, _ waited: Duration, _ aborted: Bool) -> Void
+    private let durations: CoreMetrics.Timer
+
+    /// At most this many jobs run under one hold of the poll lock, so that avahi's callbacks
+    /// (the records of running queries) are not held up by a burst of new queries.
+    static let batchSize = 32
+
+    init(
+        deadline: Duration, capacity: Int, connection: String,
+        metricsFactory: any MetricsFactory = MetricsSystem.factory,
+        perform: @escaping ([Job]) -> Void,
+        onStall: @escaping @Sendable (_ what: String, _ waited: Duration, _ aborted: Bool) -> Void
+    ) {
+        precondition(deadline > .zero && capacity > 0, "AvahiWorker limits must be positive")
+        self.deadline = deadline
+        self.capacity = capacity
+        self.perform = perform
+        self.onStall = onStall
+        self.durations = CoreMetrics.Timer(
+            label: "mdns_backend_request_duration_seconds", dimensions: [("connection", connection)],
+            preferredDisplayUnit: .seconds, factory: metricsFactory)
+        pthread_mutex_init(self.lock, nil)
+        // Both are waited on with deadlines on the monotonic clock (`monotonicDeadline`).
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(self.jobsReady, &attributes)
+        pthread_cond_init(self.callStarted, &attributes)
+        pthread_condattr_destroy(&attributes)
+    }
+
+    deinit {
+        pthread_cond_destroy(self.callStarted)
+        pthread_cond_destroy(self.jobsReady)
+        pthread_mutex_destroy(self.lock)
+        self.callStarted.deallocate()
+        self.jobsReady.deallocate()
+        self.lock.deallocate()
+    }
+
+    /// Starts the worker and the watchdog threads.
+    func start() {
+        let worker = Self.spawn(self) { $0.runJobs() }
+        let watchdog = Self.spawn(self) { $0.runWatchdog() }
+        self.locked {
+            self.workerThread = worker
+            self.watchdogThread = watchdog
+        }
+    }
+
+    /// Queues `job`; false when it is a request and `capacity` requests wait already, or the
+    /// worker has stopped.
+    @discardableResult
+    func submit(_ admission: Admission, _ job: @escaping Job) -> Bool {
+        self.locked {
+            guard !self.stopping else { return false }
+            if admission == .request {
+                guard self.queuedRequests < self.capacity else { return false }
+                self.queuedRequests += 1
+            }
+            self.jobs.append((job, admission == .request))
+            if self.jobs.count == 1 { pthread_cond_signal(self.jobsReady) }
+            return true
+        }
+    }
+
+    /// Whether this is the worker thread (a job, or something it called).
+    var isCurrent: Bool {
+        self.locked { self.workerThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+    }
+
+    /// Runs one blocking call under the watchdog. `socket` names the D-Bus connection's socket
+    /// to shut down if the call overruns (read when it does: a connection being made learns
+    /// its socket during the call); -1 when none is known.
+    func watch<R>(_ what: String, socket: @escaping @Sendable () -> Int32, _ body: () -> R) -> (R, Outcome) {
+        let started = ContinuousClock.now
+        self.locked {
+            self.nextCallID &+= 1
+            self.call = Watched(id: self.nextCallID, what: what, socket: socket, started: started)
+            pthread_cond_signal(self.callStarted)
+        }
+        let result = body()
+        let call = self.locked { () -> Watched? in
+            defer { self.call = nil }
+            return self.call
+        }
+        let waited = ContinuousClock.now - started
+        self.durations.recordNanoseconds(waited.nanoseconds)
+        return (result, Outcome(waited: waited, overdue: call?.overdue ?? false, aborted: call?.aborted ?? false))
+    }
+
+    /// Stops both threads: queued jobs are dropped, then `last` runs on the worker thread
+    /// (without the poll lock) while this waits. Waits up to `patience` for a call in progress
+    /// to end; false if it did not: then `last` never runs, and the threads end by themselves
+    /// when the call returns. So `last` may refer to its caller without keeping it alive.
+    func stop(patience: Duration, last: @escaping Job) -> Bool {
+        let (worker, watchdog, isWorker) = self.locked { () -> (pthread_t?, pthread_t?, Bool) in
+            let isWorker = self.workerThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
+            guard !self.stopping else { return (nil, nil, isWorker) }
+            self.stopping = true
+            self.jobs = []
+            self.queuedRequests = 0
+            self.last = last
+            if isWorker { self.abandoned = true }  // cannot wait for ourselves
+            pthread_cond_broadcast(self.jobsReady)
+            pthread_cond_broadcast(self.callStarted)
+            return (self.workerThread, self.watchdogThread, isWorker)
+        }
+        guard !isWorker, let worker else { return false }
+        // The worker says when it has finished (glibc's pthread_timedjoin_np is not visible
+        // to Swift): wait for that, then join.
+        let finished = self.locked { () -> Bool in
+            let until = Self.monotonicDeadline(after: patience)
+            while !self.workerFinished {
+                if self.runningLast {
+                    pthread_cond_wait(self.jobsReady, self.lock)  // `last` has started: it ends soon
+                    continue
+                }
+                var deadline = until
+                if pthread_cond_timedwait(self.jobsReady, self.lock, &deadline) == ETIMEDOUT
+                    && !self.workerFinished && !self.runningLast
+                {
+                    self.abandoned = true
+                    return false
+                }
+            }
+            return true
+        }
+        let joined = finished && pthread_join(worker, nil) == 0
+        if !finished { pthread_detach(worker) }
+        if let watchdog {
+            if joined { pthread_join(watchdog, nil) } else { pthread_detach(watchdog) }
+        }
+        return joined
+    }
+
+    // MARK: Threads
+
+    private func runJobs() {
+        defer {
+            self.locked {
+                self.workerFinished = true
+                pthread_cond_broadcast(self.jobsReady)
+            }
+        }
+        while true {
+            let (batch, last) = self.locked { () -> ([Job], Job?) in
+                while self.jobs.isEmpty && !self.stopping { pthread_cond_wait(self.jobsReady, self.lock) }
+                if self.stopping {
+                    guard !self.abandoned, let last = self.last else { return ([], nil) }
+                    self.runningLast = true
+                    self.last = nil
+                    return ([], last)
+                }
+                let count = min(self.jobs.count, Self.batchSize)
+                let batch = self.jobs.prefix(count)
+                self.jobs.removeFirst(count)
+                self.queuedRequests -= batch.count(where: \.isRequest)
+                return (batch.map(\.job), nil)
+            }
+            if let last {
+                last()
+                return
+            }
+            if batch.isEmpty { return }  // stopped, and nobody waits for the last job
+            self.perform(batch)
+        }
+    }
+
+    private func runWatchdog() {
+        pthread_mutex_lock(self.lock)
+        defer { pthread_mutex_unlock(self.lock) }
+        while !self.stopping {
+            guard let call = self.call, !call.overdue else {
+                pthread_cond_wait(self.callStarted, self.lock)
+                continue
+            }
+            let now = ContinuousClock.now
+            let due = call.started + self.deadline
+            if now < due {
+                var until = Self.monotonicDeadline(after: due - now)
+                pthread_cond_timedwait(self.callStarted, self.lock, &until)
+                continue
+            }
+            // Overdue, and still running: the worker clears `call` under this lock only after
+            // the call returned, and frees a connection only after that, so the socket is still
+            // the connection's while we hold the lock.
+            let socket = call.socket()
+            let aborted = socket >= 0 && Self.abort(socket)
+            self.call?.overdue = true
+            self.call?.aborted = aborted
+            pthread_mutex_unlock(self.lock)
+            self.onStall(call.what, now - call.started, aborted)
+            pthread_mutex_lock(self.lock)
+        }
+    }
+
+    /// Shuts down a D-Bus connection's socket: libdbus sees the hang-up, fails the call waiting
+    /// on it and reports the connection lost. Only a Unix stream socket (what D-Bus uses): a
+    /// descriptor that is something else now is left alone.
+    static func abort(_ socket: Int32) -> Bool {
+        var domain: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(socket, SOL_SOCKET, SO_DOMAIN, &domain, &length) == 0, domain == AF_UNIX else { return false }
+        return shutdown(socket, Int32(SHUT_RDWR)) == 0
+    }
+
+    private func locked<R>(_ body: () -> R) -> R {
+        pthread_mutex_lock(self.lock)
+        defer { pthread_mutex_unlock(self.lock) }
+        return body()
+    }
+
+    private static func monotonicDeadline(after delay: Duration) -> timespec {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let total = Int64(now.tv_nsec) + delay.nanoseconds
+        return timespec(
+            tv_sec: now.tv_sec + Int(total / 1_000_000_000), tv_nsec: Int(total % 1_000_000_000))
+    }
+
+    private final class ThreadStart {
+        let body: () -> Void
+        init(_ body: @escaping () -> Void) { self.body = body }
+    }
+
+    private static func spawn(_ worker: AvahiWorker, _ body: @escaping (AvahiWorker) -> Void) -> pthread_t? {
+        let start = Unmanaged.passRetained(ThreadStart { body(worker) }).toOpaque()
+        var thread = pthread_t()
+        let result = pthread_create(
+            &thread, nil,
+            { argument in
+                guard let argument else { return nil }
+                let start = Unmanaged<ThreadStart>.fromOpaque(argument).takeRetainedValue()
+                start.body()
+                return nil
+            }, start)
+        guard result == 0 else {
+            Unmanaged<ThreadStart>.fromOpaque(start).release()
+            return nil
+        }
+        return thread
+    }
+}
+
+extension Duration {
+    /// The whole nanoseconds, for C calls and swift-metrics.
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = self.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}
