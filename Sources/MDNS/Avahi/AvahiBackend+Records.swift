@@ -99,8 +99,9 @@ extension AvahiBackend {
         }
     }
 
+    /// A job: the worker holds the poll lock.
     private func restartBrowsers(of question: MDNSQuestion) {
-        let restarted = self.withPollLock { () -> Int in
+        let restarted = { () -> Int in
             guard !self.isShutDown else { return 0 }
             var count = 0
             for slot in self.slots {
@@ -125,7 +126,7 @@ extension AvahiBackend {
                 }
             }
             return count
-        }
+        }()
         self.logger.debug(
             "mDNS reconfirm: record browsers restarted",
             metadata: ["mdns.question": "\(question)", "mdns.restarted": "\(restarted)"])

@@ -57,6 +57,8 @@ final class AvahiWorker: @unchecked Sendable {
     private var stopping = false
     private var call: Watched?
     private var nextCallID: UInt64 = 0
+    /// The watchdog waits for a call to start (and must be woken for one).
+    private var watchdogIdle = false
     private var workerThread: pthread_t?
     private var watchdogThread: pthread_t?
     /// `stop`'s last job, and whether it runs or must not (its caller stopped waiting).
@@ -157,7 +159,9 @@ final class AvahiWorker: @unchecked Sendable {
         self.locked {
             self.nextCallID &+= 1
             self.call = Watched(id: self.nextCallID, what: what, socket: socket, started: started)
-            pthread_cond_signal(self.callStarted)
+            // A watchdog timing an earlier call wakes at that call's deadline and finds this
+            // one (whose deadline is later) then: only an idle one needs waking.
+            if self.watchdogIdle { pthread_cond_signal(self.callStarted) }
         }
         let result = body()
         let call = self.locked { () -> Watched? in
@@ -252,7 +256,9 @@ final class AvahiWorker: @unchecked Sendable {
         defer { pthread_mutex_unlock(self.lock) }
         while !self.stopping {
             guard let call = self.call, !call.overdue else {
+                self.watchdogIdle = true
                 pthread_cond_wait(self.callStarted, self.lock)
+                self.watchdogIdle = false
                 continue
             }
             let now = ContinuousClock.now
