@@ -244,11 +244,29 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private func call<R>(_ what: String, _ body: () -> R) -> R {
         let socket = self.socket
         let (result, outcome) = self.worker.watch(what, socket: { socket }, body)
-        if outcome.overdue {
+        if outcome.overdue && !self.tornDown {
             if !outcome.aborted && socket >= 0 { _ = AvahiWorker.abort(socket) }
             self.tornDown = true
+            // Closed by the worker, not left to a failure callback that may never come.
+            self.onWorker { $0.tearDown() }
         }
         return result
+    }
+
+    /// Frees a connection torn down for a stall (a job); it is made again `stallRetry` later,
+    /// and its groups with it. What the announcer told the link stays told meanwhile.
+    private func tearDown() {
+        guard self.tornDown, let client = self.client else { return }
+        self.isRunning = false
+        for group in self.groups.values { group.pointer = nil }  // freed with the client
+        self.groups = [:]
+        self.announcing { $0.daemonLost() }
+        avahi_client_free(client)  // closes the bus first: nothing waits
+        self.client = nil
+        self.socket = -1
+        self.clientFailed = true
+        self.logger.debug("avahi publisher connection torn down after a stall; reconnecting")
+        self.armTimer(after: Self.stallRetry)
     }
 
     // MARK: Connection (poll lock held)

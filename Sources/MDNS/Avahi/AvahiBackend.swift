@@ -112,8 +112,10 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     public static let defaultTotalObjectBudget = 8192
     /// How long one call may wait for avahi-daemon before the backend counts it as stalled
     /// and re-makes the connection. A D-Bus round trip to a healthy daemon takes well under a
-    /// millisecond, and tens of them under the heaviest load measured here.
-    public static let defaultRequestDeadline: Duration = .seconds(2)
+    /// millisecond, and tens of them under the heaviest load measured here; but an mDNS storm
+    /// of 3,000 responses a second kept avahi-daemon's answers over 2 s in the lab, and a
+    /// daemon that is only busy should not have every browser torn down and made again.
+    public static let defaultRequestDeadline: Duration = .seconds(5)
     /// New queries waiting for the worker, at most.
     public static let defaultRequestQueueLimit = 4096
 
@@ -343,8 +345,25 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
             // the daemon made after we stopped waiting. Torn down all the same.
             _ = AvahiWorker.abort(socket)
         }
-        if outcome.overdue { slot.tornDown = true }
+        if outcome.overdue && !slot.tornDown {
+            slot.tornDown = true
+            // Not left to the connection's failure callback, which libdbus may never send for a
+            // socket shut down under a call that was waiting: the worker closes it itself.
+            self.worker.submit(.internal) { [weak self, slot] in self?.tearDown(slot) }
+        }
         return result
+    }
+
+    /// Closes a connection torn down for a stall (a job): its queries keep their records and
+    /// are verified when their browsers are made again, on a new connection a second later.
+    private func tearDown(_ slot: AvahiClientSlot) {
+        guard slot.tornDown, slot.client != nil, !self.isShutDown, self.slots.contains(where: { $0 === slot }) else { return }
+        for query in slot.queries where query.browser != nil && !query.failedSinceStart { query.verifyOnAttach = true }
+        self.closeConnection(of: slot)  // closes the bus first: nothing waits
+        slot.life.cannotConnect(now: .now)
+        self.logger.debug("avahi connection torn down after a stall; reconnecting", metadata: ["mdns.client": "\(slot.id)"])
+        self.reschedule(slot)
+        self.publish()
     }
 
     /// A call has waited past its deadline (the watchdog's thread, no lock held).
