@@ -59,9 +59,11 @@ public enum MDNSEvent: Hashable, Sendable {
     /// still there is delivered again as `.added`, and holders count from zero. Records not
     /// delivered again by the next `.allForNow` are gone.
     case verifying
-    /// The query broke (for example avahi-daemon went away). The backend re-creates it when
-    /// it can and then delivers `.restarted` followed by fresh `.added` events; holders must
-    /// drop what they had when they see `.restarted`.
+    /// The query broke (its browser failed, or avahi-daemon has been away too long to trust
+    /// what it delivered). The backend re-creates it when it can and then delivers `.restarted`
+    /// followed by fresh `.added` events; holders must drop what they had when they see
+    /// `.restarted`. A daemon that restarts or stalls briefly costs no `.failed`: its queries
+    /// get `.verifying` when their browsers are made again.
     case failed(String)
     case restarted
 }

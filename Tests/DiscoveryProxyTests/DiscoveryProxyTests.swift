@@ -300,27 +300,19 @@ struct DiscoveryProxyTests {
         #expect(h.backend.started.contains { $0.interface == "eth2" })
     }
 
-    @Test("a failed daemon drops what it had (served stale meanwhile, short TTL); restarted browses fill again")
+    @Test("a failed daemon drops what it had; restarted browses fill again")
     func daemonRestart() throws {
         let h = Harness()
         h.ask("_ipp._tcp.lab1.example.", .ptr)
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(instance))
         h.clock.advance(by: .milliseconds(50))
         h.backend.emit(.failed("daemon gone"), name: "_ipp._tcp.local.", type: .ptr)
-        // Issue 42: a cache hit must not turn into a wait (and a SERVFAIL) while the daemon
-        // restarts: the last results, as an optimistic answer (TTL 2 s).
-        let during = try #require(h.ask("_ipp._tcp.lab1.example.", .ptr).message)
-        #expect(during.answers.count == 1 && during.answers.allSatisfy { $0.ttl <= 2 })
+        let during = h.ask("_ipp._tcp.lab1.example.", .ptr)
+        #expect(!during.isAnswered, "stale data is not served; the query waits")
         h.backend.emit(.restarted, name: "_ipp._tcp.local.", type: .ptr)
-        h.clock.advance(by: .milliseconds(50))
-        // Back, but nothing delivered again yet: still the stale copy, at once.
-        let early = try #require(h.ask("_ipp._tcp.lab1.example.", .ptr).message)
-        #expect(early.answers.count == 1 && early.answers.allSatisfy { $0.ttl <= 2 })
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(instance))
-        h.clock.advance(by: .seconds(2))  // past a young browse's short TTL
-        let fresh = try #require(h.ask("_ipp._tcp.lab1.example.", .ptr).message)
-        #expect(fresh.answers.count == 1 && fresh.answers.allSatisfy { $0.ttl == 10 }, "the daemon's records again")
-        #expect(h.proxy.stats.optimisticAnswers == 2)
+        h.clock.advance(by: .milliseconds(50))
+        #expect(during.message?.answers.count == 1)
     }
 }
 

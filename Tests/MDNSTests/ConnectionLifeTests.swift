@@ -30,6 +30,29 @@ struct ConnectionLifeTests {
         #expect(life.client(.connecting, now: t0) == .none, "reported once")
     }
 
+    @Test("issue 42: a lost daemon's queries keep their records for 120 s; back sooner, the hold ends; a second loss does not extend it")
+    func holdRecords() {
+        var life = ConnectionLife()
+        _ = life.client(.running, now: t0)
+        _ = life.tick(now: t0)
+        #expect(life.client(.connecting, now: t0) == .lostDaemon)
+        life.hold(now: t0)
+        #expect(life.due(now: t0) == t0 + ConnectionLife.holdRecords)
+        life.hold(now: t0 + .seconds(60))
+        #expect(life.holdUntil == t0 + ConnectionLife.holdRecords, "not extended")
+        #expect(life.tick(now: t0 + .seconds(119)) == ConnectionLife.Due())
+        #expect(life.tick(now: t0 + .seconds(120)) == ConnectionLife.Due(release: true))
+        // Back before the hold runs out: nothing is released.
+        var back = ConnectionLife()
+        _ = back.client(.running, now: t0)
+        _ = back.tick(now: t0)
+        _ = back.client(.connecting, now: t0)
+        back.hold(now: t0)
+        #expect(back.client(.running, now: t0 + .seconds(2)) == .cameUp)
+        #expect(back.holdUntil == nil)
+        #expect(back.tick(now: t0 + .seconds(200)) == ConnectionLife.Due(attach: true))
+    }
+
     @Test("a failure re-creates the connection: at once when the daemon closed it, else a second later")
     func failure() {
         var life = ConnectionLife()

@@ -75,16 +75,6 @@ struct BrowseTable: Sendable {
                 if context.asker.isClient { counters.cacheHits += 1 }
                 return .hit
             }
-            if !browse.hasResults, let stale = released[key],
-                configuration.optimisticAnswers && now - stale.releasedAt <= configuration.optimisticMaxStaleness
-            {
-                // The daemon lost this browse's records (it went away) and has not delivered them
-                // again yet: what it last had, as an optimistic answer, rather than a wait that
-                // ends in SERVFAIL while it is away (serve-stale, RFC 8767 §4).
-                browses[key] = browse
-                if context.asker.isClient { counters.optimisticAnswers += 1 }
-                return .optimistic(optimisticSnapshot(stale, key: key, now: now), start: nil)
-            }
             if context.asker.isClient { counters.cacheMisses += 1 }
             let deadline = browse.deadline(joiningAt: now, negativeTimeout: negativeTimeout(on: key.interface, configuration))
             let id = addWaiter(to: &browse, query: query, plan: plan, context: context, deadline: deadline)
@@ -226,7 +216,6 @@ struct BrowseTable: Sendable {
             reception.invalidates = true
             reception.changes = [.added(CachedRecord(record, state))]
             if !browse.hasResults {
-                released[key] = nil  // what it had before the daemon went away (`.failed`)
                 reception.firstResultAfter = now - browse.startedAt
                 for index in browse.waiters.indices { browse.waiters[index].firstResultAt = now }
             }
@@ -276,10 +265,6 @@ struct BrowseTable: Sendable {
             // from here, and until the daemon has been asked again an absence means nothing
             // (the gateway must not take a client link's name for free, `Gateway.clientSettle`).
             reception.cleared = !browse.records.isEmpty || event == .restarted
-            if case .failed = event, browse.hasResults, configuration.optimisticAnswers {
-                // Kept to answer from until the daemon delivers them again (`lookup`).
-                released[key] = ReleasedBrowse(records: browse.orderedRecords, releasedAt: now)
-            }
             browse.records.removeAll()
             browse.hasResults = false
             browse.verifying = false

@@ -227,6 +227,7 @@ extension AvahiBackend {
         guard !self.isShutDown, slot.timer != nil else { return }
         let due = slot.life.tick(now: .now)
         if due.collect, self.collectIfIdle(slot) { return }
+        if due.release { self.releaseHeld(slot) }
         if due.reconnect { self.reconnect(slot) }
         if due.attach { self.attachPending(slot) }
         self.reschedule(slot)
@@ -300,14 +301,38 @@ extension AvahiBackend {
             }
         case .lostDaemon:
             self.noteOutage("avahi-daemon went away", slot: slot)
-            self.failQueries(of: slot, reason: "avahi-daemon went away")
+            self.holdQueries(of: slot, now: .now)
         case .failed:
             self.noteOutage(failure, slot: slot)
-            self.failQueries(of: slot, reason: failure)
+            self.holdQueries(of: slot, now: .now)
             // Freed and re-created from the timer, never inside the client's own callback.
             self.reschedule(slot)
         }
         self.publish()
+    }
+
+    /// The daemon went away: its browsers are gone, but the devices are not. The queries keep
+    /// their records (cached answers go on) and are verified when the daemon is back, or get
+    /// `.failed` if it is not back within `ConnectionLife.holdRecords`.
+    func holdQueries(of slot: AvahiClientSlot, now: ContinuousClock.Instant) {
+        let wasTornDown = slot.tornDown
+        slot.tornDown = true  // `failQueries` keeps the records
+        self.failQueries(of: slot, reason: "")
+        slot.tornDown = wasTornDown
+        slot.life.hold(now: now)
+        self.reschedule(slot)
+    }
+
+    /// The hold ran out with the daemon still away: the queries give up their records.
+    func releaseHeld(_ slot: AvahiClientSlot) {
+        guard slot.life.status != .running else { return }
+        let reason = "avahi-daemon has been away for \(ConnectionLife.holdRecords)"
+        self.logger.warning("avahi-daemon still away; cached records dropped", metadata: ["mdns.client": "\(slot.id)"])
+        for query in slot.queries.sorted(by: { $0.id < $1.id }) where query.verifyOnAttach && !query.isCancelled {
+            query.verifyOnAttach = false
+            query.failedSinceStart = true
+            self.emit(.failed(reason), to: query)
+        }
     }
 
     func failQueries(of slot: AvahiClientSlot, reason: String) {

@@ -40,11 +40,13 @@ import Musl
 /// closed; one always stays open to track the daemon.
 ///
 /// **Reconnect.** Connections are made with `AVAHI_CLIENT_NO_FAIL`. When avahi-daemon (or the
-/// D-Bus daemon) goes away every live query gets `.failed`, the dead connection is freed and
-/// a new one is made (retried every second while D-Bus is unreachable). When the daemon is
-/// back, each live query's browser is re-created and the query gets `.restarted` before any
-/// new `.added`. A query started while the daemon is away waits silently and is created when
-/// the daemon appears.
+/// D-Bus daemon) goes away the dead connection is freed and a new one is made (retried every
+/// second while D-Bus is unreachable). The live queries keep their records meanwhile (the
+/// devices are still there; cached answers go on): when the daemon is back, each one's browser
+/// is re-created and the query gets `.verifying` before it delivers again. If the daemon is not
+/// back within `ConnectionLife.holdRecords` (120 s, RFC 6762 §10's TTL for host records) they
+/// get `.failed`, and `.restarted` when it is. A query started while the daemon is away waits
+/// silently and is created when the daemon appears.
 ///
 /// **Threads and locking.** All avahi objects and the pool are guarded by the threaded poll's
 /// lock: avahi runs its callbacks on the poll thread with the lock held, and the worker takes

@@ -15,9 +15,15 @@ struct ConnectionLife: Equatable {
     private(set) var attachAt: ContinuousClock.Instant?
     /// Close it if it is empty and not the last connection.
     private(set) var collectWanted = false
+    /// The daemon went away and its queries kept their records: when they are given up
+    /// (`.failed`) if it has not come back by then.
+    private(set) var holdUntil: ContinuousClock.Instant?
 
     /// A connection retries a second after a failure; one the daemon closed, at once.
     static let retryDelay: Duration = .seconds(1)
+    /// How long the queries of a daemon that went away keep their records: RFC 6762 §10's TTL
+    /// for records naming a host or address. A restarting daemon is back in a second or two.
+    static let holdRecords: Duration = .seconds(120)
 
     /// The client states avahi reports, as far as they matter here.
     enum ClientState: Equatable {
@@ -46,6 +52,7 @@ struct ConnectionLife: Equatable {
             status = .running
             hasRun = true
             attachAt = now
+            holdUntil = nil
             return .cameUp
         case .connecting:
             status = .connecting
@@ -77,6 +84,12 @@ struct ConnectionLife: Equatable {
         attachAt = now + Self.retryDelay
     }
 
+    /// The daemon went away; its queries keep their records until `holdRecords` from now,
+    /// unless it comes back first (a later loss does not extend the first one's hold).
+    mutating func hold(now: ContinuousClock.Instant) {
+        if holdUntil == nil { holdUntil = now + Self.holdRecords }
+    }
+
     /// Its last query went: close it at the next tick (if it is not the last connection).
     mutating func wantCollect() {
         collectWanted = true
@@ -90,7 +103,7 @@ struct ConnectionLife: Equatable {
     /// When its timer must fire next; nil: disarmed.
     func due(now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
         if collectWanted { return now }
-        return [reconnectAt, attachAt].compactMap { $0 }.min()
+        return [reconnectAt, attachAt, holdUntil].compactMap { $0 }.min()
     }
 
     /// What a tick of its timer finds due, cleared from the connection.
@@ -98,6 +111,8 @@ struct ConnectionLife: Equatable {
         var collect = false
         var reconnect = false
         var attach = false
+        /// The hold ran out: the queries give up their records.
+        var release = false
     }
 
     mutating func tick(now: ContinuousClock.Instant) -> Due {
@@ -113,6 +128,10 @@ struct ConnectionLife: Equatable {
         if let at = attachAt, at <= now {
             attachAt = nil
             due.attach = true
+        }
+        if let at = holdUntil, at <= now {
+            holdUntil = nil
+            due.release = true
         }
         return due
     }
