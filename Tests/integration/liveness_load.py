@@ -148,19 +148,27 @@ HITS = [
 SUBSCRIPTIONS = {"a": (IPP1, IPP1_SET), "b": (IPP2, frozenset([P2]))}
 
 
-def judge_hit(wire, qname, qtype, truth):
-    """None when `wire` is the right answer to a cache hit, else why not (the soak's checker)."""
+def _noerror_answer(wire, qname, qtype):
+    """(the message, None) when `wire` is a sane NOERROR answer to the question, else (None, why)."""
     rcode = wire[3] & 0x0F
     if rcode != dns.rcode.NOERROR:
-        return "rcode %s" % dns.rcode.to_text(rcode)
+        return None, "rcode %s" % dns.rcode.to_text(rcode)
     try:
         r = soak_wire.answer_message(wire, soak_wire.scan(wire))
     except soak_wire.Insane as e:
-        return "insane: %s" % e
+        return None, "insane: %s" % e
     except Exception as e:  # noqa: BLE001 - unparsable
-        return "unparsable: %r" % e
+        return None, "unparsable: %r" % e
     if [(q.name, q.rdtype) for q in r.question] != [(qname, qtype)]:
-        return "answer to another question"
+        return None, "answer to another question"
+    return r, None
+
+
+def judge_hit(wire, qname, qtype, truth):
+    """None when `wire` is the right answer to a cache hit, else why not (the soak's checker)."""
+    r, why = _noerror_answer(wire, qname, qtype)
+    if r is None:
+        return why
     rs = rrset(r, qname, qtype)
     if rs is None:
         return "empty (hit turned to no data)"
@@ -184,19 +192,11 @@ def judge_hit(wire, qname, qtype, truth):
 def judge_miss(wire, qname, qtype):
     """None when `wire` is an acceptable answer for a type nobody publishes: NOERROR with no
     records for it, or SERVFAIL (issue 42: either is allowed at the negative timeout)."""
-    rcode = wire[3] & 0x0F
-    if rcode == dns.rcode.SERVFAIL:
+    if wire[3] & 0x0F == dns.rcode.SERVFAIL:
         return None
-    if rcode != dns.rcode.NOERROR:
-        return "rcode %s" % dns.rcode.to_text(rcode)
-    try:
-        r = soak_wire.answer_message(wire, soak_wire.scan(wire))
-    except soak_wire.Insane as e:
-        return "insane: %s" % e
-    except Exception as e:  # noqa: BLE001
-        return "unparsable: %r" % e
-    if [(q.name, q.rdtype) for q in r.question] != [(qname, qtype)]:
-        return "answer to another question"
+    r, why = _noerror_answer(wire, qname, qtype)
+    if r is None:
+        return why
     if r.answer:
         return "records for a type nobody publishes: %s" % r.answer[0].to_text()[:120]
     return None
