@@ -111,7 +111,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
                 guard let self else { return }
                 self.locked { jobs.forEach { $0() } }
             },
-            onStall: { [weak self] what, waited, aborted in
+            onStall: { [weak self] what, waited, aborted, _ in
                 self?.logger.warning(
                     "avahi-daemon is not answering the publisher; what is announced stays, reconnecting",
                     metadata: ["mdns.call": "\(what)", "mdns.waited_ms": "\(AvahiBackend.milliseconds(waited))",
@@ -128,6 +128,13 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     }
 
     deinit {
+        if self.worker.isCurrent {
+            // Released inside one of its own jobs: cannot wait for our own thread.
+            _ = self.worker.stop(patience: .zero) {}
+            avahi_threaded_poll_quit(self.poll)
+            if let announcePoll { avahi_threaded_poll_quit(announcePoll) }
+            return
+        }
         if self.shutdownCleanly() {
             avahi_threaded_poll_free(self.poll)
             if let announcePoll { avahi_threaded_poll_free(announcePoll) }
@@ -199,7 +206,10 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private func closeDown() {
         self.isShutDown = true
         let withdrawn = Set(self.groups.keys.map(\.interface)).sorted()
-        self.dropGroups()
+        // Freed with the client, whose bus is closed first: no call waits (the daemon
+        // withdraws a departed client's groups, with their goodbyes).
+        for group in self.groups.values { group.pointer = nil }
+        self.groups = [:]
         if let timer = self.timer { cavahi_timeout_free(self.pollAPI, timer) }
         self.timer = nil
         // Freeing the client frees its groups on the daemon (which sends the goodbyes of
@@ -245,7 +255,6 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         let socket = self.socket
         let (result, outcome) = self.worker.watch(what, socket: { socket }, body)
         if outcome.overdue && !self.tornDown {
-            if !outcome.aborted && socket >= 0 { _ = AvahiWorker.abort(socket) }
             self.tornDown = true
             // Closed by the worker, not left to a failure callback that may never come.
             self.onWorker { $0.tearDown() }
@@ -291,7 +300,13 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         if let client {
             self.client = client
             self.socket = cavahi_recording_poll_socket(recorder)
-            if outcome.overdue { self.tornDown = true }
+            if outcome.aborted {
+                // Its socket is shut down: closed by the worker, no failure callback may come.
+                self.tornDown = true
+                self.onWorker { $0.tearDown() }
+            }
+            // Late but not ended (libdbus's Hello to a stuck bus has no socket to shut down):
+            // the connection works; keep it.
         } else {
             self.clientFailed = true
             self.note("", "cannot connect to avahi-daemon: \(AvahiBackend.errorText(error))")

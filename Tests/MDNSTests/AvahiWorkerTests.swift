@@ -13,7 +13,7 @@ import Glibc
 struct AvahiWorkerTests {
     private func worker(
         deadline: Duration = .seconds(5), capacity: Int = 8,
-        onStall: @escaping @Sendable (String, Duration, Bool) -> Void = { _, _, _ in }
+        onStall: @escaping @Sendable (String, Duration, Bool, UInt64) -> Void = { _, _, _, _ in }
     ) -> AvahiWorker {
         AvahiWorker(
             deadline: deadline, capacity: capacity, connection: "test", perform: { jobs in jobs.forEach { $0() } },
@@ -44,7 +44,7 @@ struct AvahiWorkerTests {
         #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
         defer { close(pair[0]); close(pair[1]) }
         let stalls = Mutex<[(String, Bool)]>([])
-        let worker = self.worker(deadline: .milliseconds(100)) { what, _, aborted in
+        let worker = self.worker(deadline: .milliseconds(100)) { what, _, aborted, _ in
             stalls.withLock { $0.append((what, aborted)) }
         }
         worker.start()
@@ -69,7 +69,7 @@ struct AvahiWorkerTests {
     @Test("a call within its deadline is not reported; a descriptor that is not a Unix socket is never shut down")
     func quickCallsAndForeignDescriptors() throws {
         let stalls = Mutex(0)
-        let worker = self.worker(deadline: .milliseconds(50)) { _, _, _ in stalls.withLock { $0 += 1 } }
+        let worker = self.worker(deadline: .milliseconds(50)) { _, _, _, _ in stalls.withLock { $0 += 1 } }
         worker.start()
         defer { _ = worker.stop(patience: .seconds(1)) {} }
         let (_, quick) = worker.watch("quick", socket: { -1 }) { () }

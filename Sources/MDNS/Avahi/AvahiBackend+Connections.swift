@@ -107,7 +107,7 @@ extension AvahiBackend {
         }
         guard let browser else { return avahi_client_errno(client) }
         query.browser = browser
-        self.answered()
+        if !slot.tornDown { self.answered() }  // made in time: the daemon answers
         return Int32(AVAHI_OK)
     }
 
@@ -139,9 +139,11 @@ extension AvahiBackend {
             )
         }
         if outcome.aborted, let client {
-            // Made, but the daemon did not answer in time: its socket is shut down already.
+            // Made, but the daemon did not answer in time: its socket is shut down already, and
+            // the worker closes it (no failure callback may come for it).
             slot.client = client
             slot.tornDown = true
+            self.worker.submit(.internal) { [weak self, slot] in self?.tearDown(slot) }
         } else if let client {
             slot.client = client
             slot.socket = cavahi_recording_poll_socket(recorder)
@@ -291,8 +293,9 @@ extension AvahiBackend {
         case .cameUp:
             self.answered()
             self.reschedule(slot)
-            let version = client.flatMap { avahi_client_get_version_string($0) }.map { String(cString: $0) } ?? "?"
-            let metadata: Logger.Metadata = ["mdns.client": "\(slot.id)", "mdns.daemon": "\(version)"]
+            // (Not the daemon's version: avahi_client_get_version_string is a D-Bus round trip,
+            // and this runs on the poll thread, where nothing may wait for the daemon.)
+            let metadata: Logger.Metadata = ["mdns.client": "\(slot.id)"]
             if self.outage.cameUp(othersRunning: self.slots.allSatisfy { $0.life.status == .running }) {
                 self.reconnects.increment()
                 self.logger.info("avahi-daemon is back; re-creating queries", metadata: metadata)

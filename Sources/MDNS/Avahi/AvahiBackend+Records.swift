@@ -115,7 +115,9 @@ extension AvahiBackend {
                         query.verifyOnAttach = false  // told already; re-created with the connection
                         continue
                     }
-                    if self.createBrowser(query, slot: slot) != AVAHI_OK {
+                    let error = self.createBrowser(query, slot: slot)
+                    if slot.tornDown { continue }  // it stalled: made again with the connection
+                    if error != AVAHI_OK {
                         // As for a browser failure: report it, and the slot re-attaches it.
                         query.failedSinceStart = true
                         self.emit(.failed("cannot restart the record browser"), to: query)

@@ -156,7 +156,9 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
                 guard let self else { return }
                 self.withPollLock { jobs.forEach { $0() } }
             },
-            onStall: { [weak self] what, waited, aborted in self?.stalled(what, waited: waited, aborted: aborted) })
+            onStall: { [weak self] what, waited, aborted, call in
+                self?.stalled(what, waited: waited, aborted: aborted, call: call)
+            })
 
         // The poll thread is not running yet: no lock needed.
         let timer = cavahi_timeout_new(self.pollAPI, bootstrapCallback, Unmanaged.passUnretained(self).toOpaque())
@@ -342,11 +344,6 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     func call<R>(_ what: String, on slot: AvahiClientSlot, _ body: () -> R) -> R {
         let socket = slot.socket
         let (result, outcome) = self.worker.watch(what, socket: { socket }, body)
-        if outcome.overdue && !outcome.aborted && socket >= 0 {
-            // It returned just as the watchdog found it late: the connection may hold an object
-            // the daemon made after we stopped waiting. Torn down all the same.
-            _ = AvahiWorker.abort(socket)
-        }
         if outcome.overdue && !slot.tornDown {
             slot.tornDown = true
             // Not left to the connection's failure callback, which libdbus may never send for a
@@ -358,20 +355,23 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
 
     /// Closes a connection torn down for a stall (a job): its queries keep their records and
     /// are verified when their browsers are made again, on a new connection a second later.
-    private func tearDown(_ slot: AvahiClientSlot) {
+    func tearDown(_ slot: AvahiClientSlot) {
         guard slot.tornDown, slot.client != nil, !self.isShutDown, self.slots.contains(where: { $0 === slot }) else { return }
         for query in slot.queries where query.browser != nil && !query.failedSinceStart { query.verifyOnAttach = true }
         self.closeConnection(of: slot)  // closes the bus first: nothing waits
         slot.life.cannotConnect(now: .now)
+        slot.life.hold(now: .now)  // as for a daemon that went away: records kept 120 s at most
         self.logger.debug("avahi connection torn down after a stall; reconnecting", metadata: ["mdns.client": "\(slot.id)"])
         self.reschedule(slot)
         self.publish()
     }
 
     /// A call has waited past its deadline (the watchdog's thread, no lock held).
-    private func stalled(_ what: String, waited: Duration, aborted: Bool) {
+    private func stalled(_ what: String, waited: Duration, aborted: Bool, call: UInt64) {
         let first = self.published.withLock { state -> Bool in
-            guard state.stalledSince == nil else { return false }
+            // Checked under `published`, which `answered` takes too: a call that returned (and
+            // perhaps ended the stall) before this ran is not one.
+            guard state.stalledSince == nil, self.worker.isWaiting(call) else { return false }
             state.stalledSince = .now - waited
             return true
         }

@@ -80,7 +80,7 @@ final class AvahiWorker: @unchecked Sendable {
     private let perform: ([Job]) -> Void
     /// Told on the watchdog thread, without any lock held, when a call passes its deadline:
     /// what it was, how long it has waited, whether its socket was shut down.
-    private let onStall: @Sendable (_ what: String, _ waited: Duration, _ aborted: Bool) -> Void
+    private let onStall: @Sendable (_ what: String, _ waited: Duration, _ aborted: Bool, _ call: UInt64) -> Void
     private let durations: CoreMetrics.Timer
 
     /// At most this many jobs run under one hold of the poll lock, so that avahi's callbacks
@@ -91,7 +91,7 @@ final class AvahiWorker: @unchecked Sendable {
         deadline: Duration, capacity: Int, connection: String,
         metricsFactory: any MetricsFactory = MetricsSystem.factory,
         perform: @escaping ([Job]) -> Void,
-        onStall: @escaping @Sendable (_ what: String, _ waited: Duration, _ aborted: Bool) -> Void
+        onStall: @escaping @Sendable (_ what: String, _ waited: Duration, _ aborted: Bool, _ call: UInt64) -> Void
     ) {
         precondition(deadline > .zero && capacity > 0, "AvahiWorker limits must be positive")
         self.deadline = deadline
@@ -144,6 +144,12 @@ final class AvahiWorker: @unchecked Sendable {
             if self.jobs.count == 1 { pthread_cond_signal(self.jobsReady) }
             return true
         }
+    }
+
+    /// Whether call `id` (as given to `onStall`) is still waiting: a stall reported after the
+    /// call returned is over already.
+    func isWaiting(_ id: UInt64) -> Bool {
+        self.locked { self.call?.id == id }
     }
 
     /// Whether this is the worker thread (a job, or something it called).
@@ -225,6 +231,7 @@ final class AvahiWorker: @unchecked Sendable {
             self.locked {
                 self.workerFinished = true
                 pthread_cond_broadcast(self.jobsReady)
+                pthread_cond_broadcast(self.callStarted)
             }
         }
         while true {
@@ -254,7 +261,9 @@ final class AvahiWorker: @unchecked Sendable {
     private func runWatchdog() {
         pthread_mutex_lock(self.lock)
         defer { pthread_mutex_unlock(self.lock) }
-        while !self.stopping {
+        // Until the worker has finished, not only until `stop`: a call in progress then is still
+        // ended at its deadline, so that `stop` need not wait for libdbus's 25 s.
+        while !self.workerFinished {
             guard let call = self.call, !call.overdue else {
                 self.watchdogIdle = true
                 pthread_cond_wait(self.callStarted, self.lock)
@@ -276,7 +285,7 @@ final class AvahiWorker: @unchecked Sendable {
             self.call?.overdue = true
             self.call?.aborted = aborted
             pthread_mutex_unlock(self.lock)
-            self.onStall(call.what, now - call.started, aborted)
+            self.onStall(call.what, now - call.started, aborted, call.id)
             pthread_mutex_lock(self.lock)
         }
     }
