@@ -132,7 +132,11 @@ extension AvahiBackend {
         ) {
             avahi_client_new(
                 cavahi_recording_poll_api(recorder),
-                AVAHI_CLIENT_NO_FAIL,
+                // Not AVAHI_CLIENT_NO_FAIL: a client that waits for the daemon is initialised by
+                // libavahi-client on the poll thread when the daemon appears (two D-Bus calls
+                // without our deadline). Without it, a client whose daemon goes fails, and the
+                // worker makes a new one every second until the daemon is there.
+                AvahiClientFlags(0),
                 clientCallback,
                 Unmanaged.passUnretained(slot).toOpaque(),
                 &error
@@ -152,7 +156,7 @@ extension AvahiBackend {
             }
         } else {
             slot.life.cannotConnect(now: .now)
-            self.noteOutage("cannot connect to D-Bus: \(Self.errorText(error))", slot: slot)
+            self.noteOutage("cannot connect to avahi-daemon: \(Self.errorText(error))", slot: slot)
             self.reschedule(slot)
         }
         self.publish()

@@ -39,9 +39,10 @@ import Musl
 /// pool as a whole refuses queries beyond `totalObjectBudget`. Spare empty connections are
 /// closed; one always stays open to track the daemon.
 ///
-/// **Reconnect.** Connections are made with `AVAHI_CLIENT_NO_FAIL`. When avahi-daemon (or the
-/// D-Bus daemon) goes away the dead connection is freed and a new one is made (retried every
-/// second while D-Bus is unreachable). The live queries keep their records meanwhile (the
+/// **Reconnect.** Connections are made by the worker, without `AVAHI_CLIENT_NO_FAIL` (with it,
+/// libavahi-client would re-initialise a waiting client on the poll thread, with calls our
+/// deadline cannot end). When avahi-daemon (or the D-Bus daemon) goes away the dead connection
+/// is freed and a new one is made, retried every second while the daemon is not there. The live queries keep their records meanwhile (the
 /// devices are still there; cached answers go on): when the daemon is back, each one's browser
 /// is re-created and the query gets `.verifying` before it delivers again. If the daemon is not
 /// back within `ConnectionLife.holdRecords` (120 s, RFC 6762 §10's TTL for host records) they
