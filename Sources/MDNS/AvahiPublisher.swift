@@ -67,6 +67,8 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private let announcer: GroupAnnouncer?
     private let announcePoll: OpaquePointer?  // AvahiThreadedPoll*
     private var announceTimer: OpaquePointer?  // AvahiTimeout*, guarded by the announce poll's lock
+    /// The announce poll's thread runs (guarded by its lock).
+    private var announceStarted = false
 
     /// A connection torn down for a stall is made again this much later.
     static let stallRetry: Duration = .seconds(1)
@@ -117,7 +119,9 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
                     metadata: ["mdns.call": "\(what)", "mdns.waited_ms": "\(AvahiBackend.milliseconds(waited))",
                                "mdns.connection_reset": "\(aborted)"])
             })
-        guard avahi_threaded_poll_start(poll) >= 0, announcePoll.map({ avahi_threaded_poll_start($0) >= 0 }) ?? true else {
+        // The announce poll's thread starts with the first announcement (`sendAnnouncements`):
+        // a gateway that announces nothing costs no thread.
+        guard avahi_threaded_poll_start(poll) >= 0 else {
             if let timer { cavahi_timeout_free(self.pollAPI, timer) }
             if let announceTimer, let announcePoll { cavahi_timeout_free(avahi_threaded_poll_get(announcePoll), announceTimer) }
             avahi_threaded_poll_free(poll)
@@ -525,6 +529,11 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         let (errors, next) = announcer.send()
         for (interface, error) in errors { self.onError(interface); self.logAnnounceProblem(interface, error) }
         guard let announceTimer, let announcePoll, let next else { return }
+        if !self.announceStarted {
+            // Its thread waits for the lock we hold before it looks at the timer.
+            self.announceStarted = avahi_threaded_poll_start(announcePoll) >= 0
+            if !self.announceStarted { self.logAnnounceProblem("", "cannot start the announcement thread") }
+        }
         cavahi_timeout_arm(
             avahi_threaded_poll_get(announcePoll), announceTimer, UInt32(clamping: Int64(next / .milliseconds(1)) + 1))
     }

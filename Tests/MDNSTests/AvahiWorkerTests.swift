@@ -24,11 +24,14 @@ struct AvahiWorkerTests {
     func boundedQueue() async throws {
         let worker = self.worker(capacity: 2)
         let ran = Mutex<[Int]>([])
+        let hold = Mutex(true)
+        // The first job (which starts the worker) holds it, so that the others wait in the queue.
+        #expect(worker.submit(.internal) { while hold.withLock({ $0 }) { usleep(1_000) } })
         #expect(worker.submit(.request) { ran.withLock { $0.append(1) } })
         #expect(worker.submit(.request) { ran.withLock { $0.append(2) } })
         #expect(!worker.submit(.request) { ran.withLock { $0.append(3) } })
         #expect(worker.submit(.internal) { ran.withLock { $0.append(4) } })
-        worker.start()
+        hold.withLock { $0 = false }
         let deadline = ContinuousClock.now + .seconds(5)
         while ran.withLock({ $0.count }) < 3 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
         #expect(ran.withLock { $0 } == [1, 2, 4])
@@ -36,6 +39,14 @@ struct AvahiWorkerTests {
         #expect(worker.submit(.request) {})
         #expect(worker.stop(patience: .seconds(1)) {})
         #expect(!worker.submit(.internal) {})
+    }
+
+    @Test("a worker that was never started stops at once and runs its last job")
+    func neverStarted() {
+        let worker = self.worker()
+        let last = Mutex(false)
+        #expect(worker.stop(patience: .seconds(1)) { last.withLock { $0 = true } })
+        #expect(last.withLock { $0 })
     }
 
     @Test("a call past its deadline is reported once and ended by shutting its Unix socket down")

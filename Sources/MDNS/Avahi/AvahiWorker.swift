@@ -120,14 +120,16 @@ final class AvahiWorker: @unchecked Sendable {
         self.lock.deallocate()
     }
 
-    /// Starts the worker and the watchdog threads.
+    /// Starts the worker thread now; otherwise it starts with the first job, and the watchdog
+    /// with the first call (a publisher with nothing to publish costs no thread).
     func start() {
-        let worker = Self.spawn(self) { $0.runJobs() }
-        let watchdog = Self.spawn(self) { $0.runWatchdog() }
-        self.locked {
-            self.workerThread = worker
-            self.watchdogThread = watchdog
-        }
+        self.locked { self.startWorkerLocked() }
+    }
+
+    /// With `lock` held. The new thread waits for the lock before it looks at the queue.
+    private func startWorkerLocked() {
+        guard self.workerThread == nil, !self.stopping else { return }
+        self.workerThread = Self.spawn(self) { $0.runJobs() }
     }
 
     /// Queues `job`; false when it is a request and `capacity` requests wait already, or the
@@ -141,6 +143,7 @@ final class AvahiWorker: @unchecked Sendable {
                 self.queuedRequests += 1
             }
             self.jobs.append((job, admission == .request))
+            self.startWorkerLocked()
             if self.jobs.count == 1 { pthread_cond_signal(self.jobsReady) }
             return true
         }
@@ -163,6 +166,9 @@ final class AvahiWorker: @unchecked Sendable {
     func watch<R>(_ what: String, socket: @escaping @Sendable () -> Int32, _ body: () -> R) -> (R, Outcome) {
         let started = ContinuousClock.now
         self.locked {
+            if self.watchdogThread == nil && !self.workerFinished {
+                self.watchdogThread = Self.spawn(self) { $0.runWatchdog() }
+            }
             self.nextCallID &+= 1
             self.call = Watched(id: self.nextCallID, what: what, socket: socket, started: started)
             // A watchdog timing an earlier call wakes at that call's deadline and finds this
@@ -196,7 +202,16 @@ final class AvahiWorker: @unchecked Sendable {
             pthread_cond_broadcast(self.callStarted)
             return (self.workerThread, self.watchdogThread, isWorker)
         }
-        guard !isWorker, let worker else { return false }
+        guard !isWorker else { return false }
+        guard let worker else {
+            // Never started (nothing was ever queued): nothing runs that `last` could race.
+            if self.locked({ self.workerThread == nil && self.last != nil }) {
+                self.locked { self.last = nil }
+                last()
+                return true
+            }
+            return false
+        }
         // The worker says when it has finished (glibc's pthread_timedjoin_np is not visible
         // to Swift): wait for that, then join.
         let finished = self.locked { () -> Bool in
