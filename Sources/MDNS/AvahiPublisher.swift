@@ -60,7 +60,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private var problems: [String: String] = [:]
     private var timer: OpaquePointer?  // AvahiTimeout*
     /// The latest `publish` not yet applied by the worker, and whether a job will apply it.
-    private let pending = Mutex<(groups: [MDNSGroup]?, queued: Bool)>((nil, false))
+    private let pending = Mutex<(groups: [MDNSGroup]?, queued: Bool, everWanted: Bool)>((nil, false, false))
 
     /// Announcing itself (`announcing` given): the announcer, its poll (a thread with a timer,
     /// no D-Bus) and its timer.
@@ -128,7 +128,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             if let announcePoll { avahi_threaded_poll_free(announcePoll) }
             throw .daemon("cannot start the avahi poll thread")
         }
-        self.worker.start()
+        // The worker's thread starts with the first `publish` that has something in it.
     }
 
     deinit {
@@ -148,6 +148,9 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
 
     public func publish(_ groups: [MDNSGroup]) {
         let submit = self.pending.withLock { pending -> Bool in
+            // Nothing to publish, and never was: no thread, no connection.
+            guard pending.everWanted || groups.contains(where: { !$0.records.isEmpty }) else { return false }
+            pending.everWanted = true
             pending.groups = groups
             defer { pending.queued = true }
             return !pending.queued
@@ -158,7 +161,10 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
 
     private func applyPending() {
         let groups = self.pending.withLock { pending -> [MDNSGroup]? in
-            defer { pending = (nil, false) }
+            defer {
+                pending.groups = nil
+                pending.queued = false
+            }
             return pending.groups
         }
         guard let groups, !self.isShutDown else { return }
