@@ -322,12 +322,21 @@ extension AvahiBackend {
     /// their records (cached answers go on) and are verified when the daemon is back, or get
     /// `.failed` if it is not back within `ConnectionLife.holdRecords`.
     func holdQueries(of slot: AvahiClientSlot, now: ContinuousClock.Instant) {
-        let wasTornDown = slot.tornDown
-        slot.tornDown = true  // `failQueries` keeps the records
-        self.failQueries(of: slot, reason: "")
-        slot.tornDown = wasTornDown
+        self.keepRecords(of: slot)
+        for query in slot.queries {
+            guard let browser = query.browser else { continue }
+            // Not connected any more: avahi frees it locally without a D-Bus call.
+            query.browser = nil
+            avahi_record_browser_free(browser)
+        }
         slot.life.hold(now: now)
         self.reschedule(slot)
+    }
+
+    /// The slot's browsers are going with its connection, not the devices they saw: each query
+    /// that had one keeps its records and is verified when its browser is made again.
+    func keepRecords(of slot: AvahiClientSlot) {
+        for query in slot.queries where query.browser != nil && !query.failedSinceStart { query.verifyOnAttach = true }
     }
 
     /// The hold ran out with the daemon still away: the queries give up their records.
@@ -337,26 +346,6 @@ extension AvahiBackend {
         self.logger.warning("avahi-daemon still away; cached records dropped", metadata: ["mdns.client": "\(slot.id)"])
         for query in slot.queries.sorted(by: { $0.id < $1.id }) where query.verifyOnAttach && !query.isCancelled {
             query.verifyOnAttach = false
-            query.failedSinceStart = true
-            self.emit(.failed(reason), to: query)
-        }
-    }
-
-    func failQueries(of slot: AvahiClientSlot, reason: String) {
-        for query in slot.queries.sorted(by: { $0.id < $1.id }) {
-            let hadBrowser = query.browser != nil
-            if let browser = query.browser {
-                // Not connected any more: avahi frees it locally without a D-Bus call.
-                query.browser = nil
-                avahi_record_browser_free(browser)
-            }
-            if slot.tornDown {
-                // Torn down for a stall: the daemon lost nothing. The records stay with their
-                // holders and are verified when the browser is made again.
-                if hadBrowser && !query.failedSinceStart { query.verifyOnAttach = true }
-                continue
-            }
-            guard !query.isCancelled, !query.failedSinceStart else { continue }
             query.failedSinceStart = true
             self.emit(.failed(reason), to: query)
         }

@@ -307,8 +307,8 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
             try self.place(query)
             self.logger.debug("mDNS query started", metadata: ["mdns.query": "\(query.id)"])
         } catch {
-            // Refused by the daemon: the holder hears it, and the query stays unplaced (it is
-            // cancelled by its holder, whose browse has failed).
+            // Refused by the daemon: the holder hears `.failed`, and the query stays unplaced,
+            // never retried, until its holder cancels it (when its browse is released).
             self.logger.debug("cannot start mDNS query", metadata: ["mdns.query": "\(query.id)", "mdns.error": "\(error)"])
             self.emit(.failed(error.description), to: query)
         }
@@ -358,7 +358,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     /// are verified when their browsers are made again, on a new connection a second later.
     func tearDown(_ slot: AvahiClientSlot) {
         guard slot.tornDown, slot.client != nil, !self.isShutDown, self.slots.contains(where: { $0 === slot }) else { return }
-        for query in slot.queries where query.browser != nil && !query.failedSinceStart { query.verifyOnAttach = true }
+        self.keepRecords(of: slot)
         self.closeConnection(of: slot)  // closes the bus first: nothing waits
         slot.life.cannotConnect(now: .now)
         slot.life.hold(now: .now)  // as for a daemon that went away: records kept 120 s at most
