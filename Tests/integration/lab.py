@@ -210,6 +210,14 @@ def kill_pid(pid, sig=signal.SIGTERM):
         os.kill(pid, sig)
 
 
+def drop_netns(ns):
+    """Kill every process in namespace `ns` (SIGKILL) and delete it, if it exists."""
+    if ns in list_netns():
+        for p in run(["ip", "netns", "pids", ns], check=False).stdout.split():
+            kill_pid(int(p), signal.SIGKILL)
+        run(["ip", "netns", "del", ns], check=False)
+
+
 def cleanup_stale():
     """Delete this lab's leftover namespaces (NS_R, NS_L1, NS_L2) and kill the
     processes inside them; other labs' namespaces (another DPT_LAB_ID) are left alone."""

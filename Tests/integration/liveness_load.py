@@ -676,13 +676,6 @@ def frozen(pid):
 # The rig: client links, proxy, heal probe, faults, figures
 # --------------------------------------------------------------------------
 
-def _drop_ns(ns):
-    if ns in L.list_netns():
-        for p in L.run(["ip", "netns", "pids", ns], check=False).stdout.split():
-            L.kill_pid(int(p), signal.SIGKILL)
-        L.run(["ip", "netns", "del", ns], check=False)
-
-
 def make_client_links():
     """The two client namespaces and their veths into the router (replacing leftovers)."""
     drop_client_links()
@@ -709,7 +702,7 @@ def make_client_links():
 
 def drop_client_links():
     for ns in (NS_A, NS_B):
-        _drop_ns(ns)
+        L.drop_netns(ns)
     for rif in (R_IF_A, R_IF_B):   # the veth goes with its peer; in case a half-made one stayed
         if L.NS_R in L.list_netns():
             L.nsrun(L.NS_R, ["ip", "link", "del", rif], check=False)

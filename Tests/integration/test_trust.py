@@ -119,10 +119,7 @@ OUTSIDE_BYTES = (b"secret", b"printer", b"farhost", b"zc-host", b"drucker", b"bu
 # ---------------------------------------------------------------------------
 
 def _drop_client_ns():
-    if NS_T in L.list_netns():
-        for p in L.run(["ip", "netns", "pids", NS_T], check=False).stdout.split():
-            L.kill_pid(int(p), signal.SIGKILL)
-        L.run(["ip", "netns", "del", NS_T], check=False)
+    L.drop_netns(NS_T)
 
 
 def _make_client_ns():
