@@ -27,17 +27,36 @@ IPP2 = name("_ipp", "_tcp", zone=ZONE2)
 P2 = name("Printer Two", "_ipp", "_tcp", zone=ZONE2)
 
 
+_last_unhealthy = ["(not asked yet)"]
+
+
 def _healthy(port=L.PROXY_PORT):
-    """Browse and resolve on both links work (one attempt each)."""
+    """Browse and resolve on both links work (one attempt each). What failed last is kept
+    in `_last_unhealthy`, for the message of a test that waited in vain."""
+    def fail(what, r):
+        _last_unhealthy[0] = "%s: %s, answer %s" % (what, dns.rcode.to_text(r.rcode()), [str(a) for a in r.answer])
+        return False
     r, _ = query(IPP1, T.PTR, port=port, timeout=8)
     if P1 not in ptr_targets(r, IPP1):
-        return False
+        return fail("browse of link 1", r)
     r, _ = query(P1, T.SRV, port=port, timeout=8)
     srv = rrset(r, P1, T.SRV)
     if srv is None or srv[0].port != 631:
-        return False
+        return fail("SRV of Printer One", r)
     r, _ = query(IPP2, T.PTR, port=port, timeout=8)
-    return P2 in ptr_targets(r, IPP2)
+    if P2 not in ptr_targets(r, IPP2):
+        return fail("browse of link 2", r)
+    return True
+
+
+def _unhealthy(lab, what):
+    """A wait_for message: what was waited for, what failed last, and the proxy's last
+    log lines above debug level."""
+    def message():
+        lines = [l for l in lab.log_text("proxy", 3000).splitlines() if " debug " not in l][-30:]
+        return "%s (last failure: %s); proxy log above debug:%s" % (
+            what, _last_unhealthy[0], "".join("\n  " + l for l in lines))
+    return message
 
 
 @pytest.fixture
@@ -84,7 +103,7 @@ def test_avahi_restart_recovers_without_proxy_restart(lab, restore):
     assert new_pid != old_pid
 
     recovered = L.wait_for(lambda: _healthy() and time.monotonic(), 20, interval=0.5,
-                           what="browse/resolve to work again after the avahi restart")
+                           what=_unhealthy(lab, "browse/resolve to work again after the avahi restart"))
     took = recovered - t_up
     print("avahi down %.1fs; avahi on D-Bus %.1fs after its start; proxy answering again "
           "%.1fs after the start" % (t_up - t_down, t_dbus - t_up, took))
@@ -114,7 +133,7 @@ def test_avahi_crash_sigkill_recovers(lab, restore):
     t_up = time.monotonic()
     lab.start_router_avahi()
     recovered = L.wait_for(lambda: _healthy() and time.monotonic(), 20, interval=0.5,
-                           what="browse/resolve after an avahi crash")
+                           what=_unhealthy(lab, "browse/resolve after an avahi crash"))
     print("after SIGKILL: answering again %.1fs after avahi came back" % (recovered - t_up))
     assert recovered - t_up <= 15.0
     assert lab.proxy.poll() is None and lab.proxy.pid == proxy_pid
@@ -192,7 +211,7 @@ def test_avahi_kill_under_load_resumes_without_leaks(lab, restore):
         lab.start_router_avahi()
         t_bus = time.monotonic()
         back = L.wait_for(lambda: _healthy() and time.monotonic(), 20, interval=0.2,
-                          what="browse/resolve after avahi came back")
+                          what=_unhealthy(lab, "browse/resolve after avahi came back"))
         t_ok = L.wait_for(lambda: _healthz() == 200 and time.monotonic(), 10, interval=0.25,
                           what="/healthz ok again")
         time.sleep(2.0)
@@ -232,7 +251,7 @@ def test_dbus_restart_recovers(lab, restore):
     lab._dbus()
     lab.start_router_avahi()
     back = L.wait_for(lambda: _healthy() and time.monotonic(), 30, interval=0.5,
-                      what="answers after the D-Bus restart")
+                      what=_unhealthy(lab, "answers after the D-Bus restart"))
     print("dbus-daemon + avahi restarted: answering %.1fs after dbus start" % (back - t0))
     assert lab.proxy.poll() is None and lab.proxy.pid == proxy_pid
     assert "Fatal error" not in lab.log_text("proxy", 400)
@@ -283,7 +302,7 @@ def test_interface_down_up_and_address_change(lab, link1_restored):
         L.nsrun(L.NS_R, ["ip", "-6", "addr", "add", L.R_V6_1 + "/64", "dev", L.R_IF1, "nodad"])
     t_up = time.monotonic()
     L.wait_for(lambda: "link interface changed" in new_log(), 12, interval=0.5, what="the proxy to log the link back")
-    back = L.wait_for(lambda: _healthy() and time.monotonic(), 30, interval=0.5, what="link 1 answering again")
+    back = L.wait_for(lambda: _healthy() and time.monotonic(), 30, interval=0.5, what=_unhealthy(lab, "link 1 answering again"))
     print("link down logged after %.1fs; link 1 answering %.1fs after up" % (logged, back - t_up))
 
     rev = "113.0.203.in-addr.arpa."

@@ -54,10 +54,10 @@ extension AvahiBackend {
                 // connection's failure and reconnect bring it up to date.
                 return
             }
-            slot.queries.remove(query)
-            query.slot = nil
             if error == Int32(AVAHI_ERR_TOO_MANY_OBJECTS) && attempts < 2 {
                 // The daemon's limit is lower than ours: this connection is full.
+                slot.queries.remove(query)
+                query.slot = nil
                 attempts += 1
                 slot.capacity = max(1, slot.queries.count)
                 self.logger.warning(
@@ -66,8 +66,31 @@ extension AvahiBackend {
                 )
                 continue
             }
-            self.scheduleGarbageCollection(slot)
+            if Self.isLasting(error) {
+                slot.queries.remove(query)
+                query.slot = nil
+                self.scheduleGarbageCollection(slot)
+            } else {
+                // Refused by a daemon that is going or not ready (its name already off the
+                // bus, a D-Bus error): the query stays, failed, and `attachPending` tries it
+                // again a second later. Dropped, it would never run while its browse is asked.
+                query.failedSinceStart = true
+                slot.life.retryAttach(now: .now)
+                self.reschedule(slot)
+            }
             throw .daemon(Self.errorText(error))
+        }
+    }
+
+    /// An error no retry changes: the request itself is one avahi cannot take.
+    static func isLasting(_ error: Int32) -> Bool {
+        switch error {
+        case Int32(AVAHI_ERR_INVALID_DOMAIN_NAME), Int32(AVAHI_ERR_INVALID_INTERFACE), Int32(AVAHI_ERR_INVALID_PROTOCOL),
+            Int32(AVAHI_ERR_INVALID_FLAGS), Int32(AVAHI_ERR_INVALID_DNS_CLASS), Int32(AVAHI_ERR_INVALID_DNS_TYPE),
+            Int32(AVAHI_ERR_INVALID_ARGUMENT), Int32(AVAHI_ERR_NOT_SUPPORTED):
+            true
+        default:
+            false
         }
     }
 
@@ -239,33 +262,42 @@ extension AvahiBackend {
         self.reschedule(slot)
     }
 
-    /// Creates the browsers of the slot's queries that have none; `.restarted` first for
-    /// queries that failed before, `.verifying` for those whose connection was torn down.
+    /// Creates the browsers of the slot's queries that have none: `.verifying` first for those
+    /// whose connection went, `.restarted` once made for those that had failed. A refusal
+    /// is tried again a second later (`ConnectionLife.retryAttach`).
     func attachPending(_ slot: AvahiClientSlot) {
         for query in slot.queries.sorted(by: { $0.id < $1.id }) {
             guard slot.life.status == .running, slot.client != nil, !slot.tornDown else { return }
             guard !query.isCancelled, query.slot === slot, query.browser == nil else { continue }
-            if query.failedSinceStart {
-                query.failedSinceStart = false
-                query.verifyOnAttach = false
-                self.emit(.restarted, to: query)
-                guard !query.isCancelled else { continue }
-            } else if query.verifyOnAttach {
+            let wasFailed = query.failedSinceStart
+            if !wasFailed && query.verifyOnAttach {
                 query.verifyOnAttach = false
                 self.emit(.verifying, to: query)
                 guard !query.isCancelled else { continue }
             }
             let error = self.createBrowser(query, slot: slot)
-            if slot.tornDown { return }  // it stalled: the next connection re-creates the rest
-            if error != Int32(AVAHI_OK) {
-                query.failedSinceStart = true
-                self.logger.debug(
-                    "cannot re-create mDNS query",
-                    metadata: ["mdns.query": "\(query.id)", "mdns.error": "\(Self.errorText(error))"]
-                )
-                self.emit(.failed(Self.errorText(error)), to: query)
-                slot.life.retryAttach(now: .now)
+            if error == Int32(AVAHI_OK) {
+                if wasFailed {
+                    // Told once, when it runs again: its events come after this (they need the
+                    // poll lock, held here), and a query refused again and again is not
+                    // restarted and failed each second.
+                    query.failedSinceStart = false
+                    query.verifyOnAttach = false
+                    self.emit(.restarted, to: query)
+                }
+                if slot.tornDown { return }
+                continue
             }
+            if slot.tornDown { return }  // it stalled: the next connection re-creates the rest
+            self.logger.debug(
+                "cannot re-create mDNS query",
+                metadata: ["mdns.query": "\(query.id)", "mdns.error": "\(Self.errorText(error))"]
+            )
+            if !wasFailed {
+                query.failedSinceStart = true
+                self.emit(.failed(Self.errorText(error)), to: query)
+            }
+            if !Self.isLasting(error) { slot.life.retryAttach(now: .now) }
         }
     }
 

@@ -307,8 +307,8 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
             try self.place(query)
             self.logger.debug("mDNS query started", metadata: ["mdns.query": "\(query.id)"])
         } catch {
-            // Refused by the daemon: the holder hears `.failed`, and the query stays unplaced,
-            // never retried, until its holder cancels it (when its browse is released).
+            // Refused by the daemon: the holder hears `.failed`. `place` has kept the query for
+            // a retry (`.restarted` when it runs), unless avahi can never take it.
             self.logger.debug("cannot start mDNS query", metadata: ["mdns.query": "\(query.id)", "mdns.error": "\(error)"])
             self.emit(.failed(error.description), to: query)
         }
