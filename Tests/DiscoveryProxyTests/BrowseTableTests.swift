@@ -168,6 +168,35 @@ struct BrowseTableTests {
         #expect(table.metrics.total("mdns_queries_rate_limited_total") == 2 && table.browses.count == 2)
     }
 
+    @Test("the gateway's lookups have a budget of their own: clients' queries neither wait behind them nor lose theirs")
+    func gatewayBudget() {
+        var table = BrowseTable()
+        var configuration = self.configuration
+        configuration.maxBrowses = 10_000
+        configuration.gatewayLookupsPerSecond = 100
+        configuration.gatewayLookupBurst = 50
+        let hosts = (0..<250).map { BrowseKey(interface: "eth1", name: try! DNSName("far\($0).local."), type: .srv) }
+        let delays = hosts.compactMap { table.subscribe($0, now: .zero, configuration: configuration, budget: .gateway).start?.delay }
+        // 50 at once, then 100 a second: the 250th waits 2 s, not the 124 s of 1 a second, burst 2.
+        #expect(delays.count == 250 && delays.prefix(50).allSatisfy { $0 == .zero })
+        #expect(delays[249] > .milliseconds(1_990) && delays[249] <= .milliseconds(2_001))
+        // The link's clients still have their whole burst: a miss and a subscription start at once.
+        let query = Message(id: 1, questions: [Question(name: try! DNSName("_ipp._tcp.lab1.example."), type: .ptr)])
+        let plan = MDNSPlan(link: link, zone: link.zone, localName: key.name, type: .ptr)
+        let context = QueryContext(
+            started: .zero, epoch: 0, replayLifetime: .seconds(1), qtype: "PTR", limit: 512,
+            asker: .client(.udp, respond: { _ in }))
+        let miss = table.lookup(key, query: query, plan: plan, context: context, now: .zero, configuration: configuration)
+        guard case .wait(_, _, let start?) = miss else {
+            Issue.record("a client's miss should start a browse at once")
+            return
+        }
+        #expect(start.delay == .zero)
+        let pushed = BrowseKey(interface: "eth1", name: try! DNSName("_http._tcp.local."), type: .ptr)
+        #expect(table.subscribe(pushed, now: .zero, configuration: configuration).start?.delay == .zero)
+        #expect(table.metrics.total("mdns_queries_rate_limited_total") == 0)
+    }
+
     @Test("at maxBrowses an idle browse makes room, and its handle comes back to be cancelled")
     func eviction() throws {
         var table = BrowseTable()

@@ -10,7 +10,8 @@ struct BrowseTable: Sendable {
     private(set) var browses: [BrowseKey: Browse] = [:]
     /// What released browses last knew, for optimistic answers (bounded in age and count).
     private(set) var released: [BrowseKey: ReleasedBrowse] = [:]
-    private var buckets: [String: TokenBucket] = [:]
+    /// Each link's mDNS rate limits, one per budget (`QueryBudget`).
+    private var buckets: [BucketKey: TokenBucket] = [:]
     /// Tells a browse's events from those of an earlier browse of the same question still
     /// in flight; wraps after 2^32 browses, long after any such event has arrived.
     private var nextGeneration: UInt32 = 0
@@ -88,12 +89,13 @@ struct BrowseTable: Sendable {
         let stale = released[key].flatMap {
             configuration.optimisticAnswers && now - $0.releasedAt <= configuration.optimisticMaxStaleness ? $0 : nil
         }
-        var bucket = bucket(for: key.interface, now: now, configuration: configuration)
+        let bucketKey = BucketKey(interface: key.interface, budget: .clients)
+        var bucket = bucket(bucketKey, now: now, configuration: configuration)
         let delay = bucket.reserve(now: now)
         let negativeTimeout = negativeTimeout(on: key.interface, configuration)
         if delay >= negativeTimeout {
             bucket.refund()
-            buckets[key.interface] = bucket
+            buckets[bucketKey] = bucket
             metrics.mdnsRateLimited(link: key.interface)
             guard let stale else { return .rateLimited }
             if context.asker.isClient { counters.optimisticAnswers += 1 }
@@ -103,13 +105,13 @@ struct BrowseTable: Sendable {
         if browses.count >= configuration.maxBrowses {
             guard let victim = BrowseLimit.victim(in: browses, now: now) else {
                 bucket.refund()
-                buckets[key.interface] = bucket
+                buckets[bucketKey] = bucket
                 return .full
             }
             evicted = (victim, evict(victim, now: now, configuration: configuration))
         }
         if delay > .zero { metrics.mdnsRateLimited(link: key.interface) }
-        buckets[key.interface] = bucket
+        buckets[bucketKey] = bucket
         let start = Start(key: key, generation: takeGeneration(), delay: delay, evicted: evicted)
         var browse = Browse(generation: start.generation, startedAt: now + delay, lastUsed: now)
         if let stale {
@@ -126,20 +128,21 @@ struct BrowseTable: Sendable {
     }
 
     /// A DNS Push subscriber joins `key`'s browse: its records if it has results, or a new
-    /// browse, paced by the link's rate limit like a miss (§9.3) but never refused for it: a
-    /// subscriber can wait.
-    mutating func subscribe(_ key: BrowseKey, now: Duration, configuration: ProxyConfiguration) -> (
-        records: [CachedRecord], start: Start?
-    ) {
+    /// browse, paced by the link's rate limit for `budget` like a miss (§9.3) but never
+    /// refused for it: a subscriber can wait.
+    mutating func subscribe(
+        _ key: BrowseKey, now: Duration, configuration: ProxyConfiguration, budget: QueryBudget = .clients
+    ) -> (records: [CachedRecord], start: Start?) {
         if var browse = browses[key] {
             browse.lastUsed = now
             browses[key] = browse
             return (browse.hasResults ? browse.orderedRecords : [], nil)
         }
         guard !isClosed else { return ([], nil) }
-        var bucket = bucket(for: key.interface, now: now, configuration: configuration)
+        let bucketKey = BucketKey(interface: key.interface, budget: budget)
+        var bucket = bucket(bucketKey, now: now, configuration: configuration)
         let delay = bucket.reserve(now: now)
-        buckets[key.interface] = bucket
+        buckets[bucketKey] = bucket
         let start = Start(key: key, generation: takeGeneration(), delay: delay)
         released[key] = nil
         browses[key] = Browse(generation: start.generation, startedAt: now + delay, lastUsed: now)
@@ -466,10 +469,29 @@ struct BrowseTable: Sendable {
         return nextGeneration
     }
 
-    private func bucket(for interface: String, now: Duration, configuration: ProxyConfiguration) -> TokenBucket {
-        buckets[interface]
-            ?? TokenBucket(rate: configuration.mdnsQueriesPerSecond, burst: configuration.mdnsQueryBurst, now: now)
+    private struct BucketKey: Hashable {
+        var interface: String
+        var budget: QueryBudget
     }
+
+    private func bucket(_ key: BucketKey, now: Duration, configuration: ProxyConfiguration) -> TokenBucket {
+        if let bucket = buckets[key] { return bucket }
+        return switch key.budget {
+        case .clients: TokenBucket(rate: configuration.mdnsQueriesPerSecond, burst: configuration.mdnsQueryBurst, now: now)
+        case .gateway: TokenBucket(rate: configuration.gatewayLookupsPerSecond, burst: configuration.gatewayLookupBurst, now: now)
+        }
+    }
+}
+
+/// Whose budget a new browse's mDNS query draws from, on its link.
+enum QueryBudget: Sendable, Hashable {
+    /// What clients ask, in unicast queries and DNS Push subscriptions: `mdns-query-rate`,
+    /// the limit RFC 8766 §9.3 requires, so that clients cannot flood a link with queries.
+    case clients
+    /// The mDNS gateway following its far links (`Gateway`): the devices' announcements
+    /// drive it, not clients, so it neither waits behind clients' queries (a thousand far
+    /// devices took minutes at 20 lookups a second) nor uses their budget up.
+    case gateway
 }
 
 /// What happened to browses, for `ProxyStats`.

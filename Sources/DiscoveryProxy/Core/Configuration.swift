@@ -144,6 +144,13 @@ public struct ProxyConfiguration: Sendable {
     /// Rate limit of mDNS queries the proxy starts, per link (RFC 8766 §9.3).
     public var mdnsQueriesPerSecond: Double = 20
     public var mdnsQueryBurst: Double = 40
+    /// Rate limit of the mDNS gateway's own lookups on a far link (the SRV, TXT and
+    /// addresses of each instance it announces; `QueryBudget.gateway`). avahi sends each
+    /// new lookup's question once, then at 1, 2, 4 … s, and packs the questions posted
+    /// within 100 ms into one packet: ~25 questions and their known answers to a packet,
+    /// so 250 lookups a second make about 10-20 packets a second, §9.3's 802.11 figure.
+    public var gatewayLookupsPerSecond: Double = 250
+    public var gatewayLookupBurst: Double = 500
     /// Budget of the mDNS gateway's announcements and goodbyes, per client link (packets).
     public var mdnsAnnouncePacing = AnnouncementPacing()
     /// Largest UDP answer we send, whatever the client advertises (RFC 6891 §6.2.5).

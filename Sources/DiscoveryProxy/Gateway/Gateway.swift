@@ -73,6 +73,7 @@ public final class Gateway: Sendable {
         /// When the next pass is scheduled; an earlier need schedules another (a pass waiting
         /// for `clientSettle` must not hold back a change that arrives meanwhile).
         var armedFor: Duration?
+        var pacing = PassPacing()
         var shutDown = false
     }
 
@@ -172,20 +173,27 @@ public final class Gateway: Sendable {
     }
 
     private func arm(after delay: Duration = Gateway.settle, _ update: (inout Inbox) -> Void) {
-        let deadline = scheduler.now() + delay
-        let schedule = inbox.withLock { inbox -> Bool in
-            guard !inbox.shutDown else { return false }
+        let now = scheduler.now()
+        let schedule = inbox.withLock { inbox -> Duration? in
+            guard !inbox.shutDown else { return nil }
             update(&inbox)
-            if let armed = inbox.armedFor, armed <= deadline { return false }
+            let deadline = inbox.pacing.earliest(now + delay)
+            if let armed = inbox.armedFor, armed <= deadline { return nil }
             inbox.armedFor = deadline
-            return true
+            return deadline - now
         }
-        if schedule { scheduler.schedule(after: delay) { [weak self] in self?.pass() } }
+        if let schedule { scheduler.schedule(after: schedule) { [weak self] in self?.pass() } }
     }
 
     // MARK: The pass
 
     private func pass() {
+        let began = ContinuousClock.now
+        defer {
+            let cost = ContinuousClock.now - began
+            let end = scheduler.now()
+            inbox.withLock { $0.pacing.passed(endedAt: end, cost: cost) }
+        }
         let batch = inbox.withLock { inbox -> Inbox? in
             guard !inbox.shutDown else { return nil }
             defer {
@@ -303,9 +311,10 @@ public final class Gateway: Sendable {
                 let request = PushSubscribe(name: key.name, type: key.type)
                 // The gateway applies RFC 8766 §5.5.2's usable-address rule itself (an instance
                 // needs a routable address native to the far link) and reports what it holds back.
+                // Its lookups have a budget of their own (`QueryBudget.gateway`).
                 let outcome = proxy.subscribe(
                     request, session: state.session, id: id, client: state.route.clientAddress, sink: state.sink,
-                    appliesUsableRule: false)
+                    appliesUsableRule: false, budget: .gateway)
                 guard case .subscribed(let initial, let keys) = outcome else { continue }
                 state.subscriptions[key] = (id, keys, now)
                 state.keysByID[id] = key

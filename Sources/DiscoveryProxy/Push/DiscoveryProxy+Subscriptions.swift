@@ -20,7 +20,7 @@ extension DiscoveryProxy {
 
     func subscribe(
         _ request: PushSubscribe, session: Int, id: UInt16, client: [UInt8]? = nil, sink: any PushSink,
-        appliesUsableRule: Bool = true
+        appliesUsableRule: Bool = true, budget: QueryBudget = .clients
     ) -> SubscribeOutcome {
         let catalog = self.catalog
         // The client ACL first: a refused client does not even learn which zones exist.
@@ -61,7 +61,7 @@ extension DiscoveryProxy {
             var keys: [BrowseKey] = []
             for type in types {
                 let key = BrowseKey(interface: plan.link.interface, name: plan.localName, type: type)
-                initial += join(key, subscriber)
+                initial += join(key, subscriber, budget: budget)
                 keys.append(key)
             }
             return .subscribed(initial: initial, keys: keys)
@@ -73,12 +73,12 @@ extension DiscoveryProxy {
 
     /// Adds a subscriber to a browse (starting it if needed); returns what it knows now and
     /// may use (§5.5.2, `SubscriptionTable+UsableTargets`).
-    private func join(_ key: BrowseKey, _ subscriber: Subscriber) -> [PushChange] {
+    private func join(_ key: BrowseKey, _ subscriber: Subscriber, budget: QueryBudget) -> [PushChange] {
         let now = scheduler.now()
         let configuration = self.configuration
         var pending = false
         let (initial, start) = state.withLock { state in
-            let (records, start) = state.table.subscribe(key, now: now, configuration: configuration)
+            let (records, start) = state.table.subscribe(key, now: now, configuration: configuration, budget: budget)
             var subscriber = subscriber
             let initial = SubscriptionTable.initial(
                 for: &subscriber, records: records, key: key, in: state.table, now: now,

@@ -1,0 +1,20 @@
+/// Spaces the gateway's passes by what they cost. A pass reads every route whole, so with a
+/// thousand far instances it costs milliseconds, and changes arriving one by one (each
+/// instance's SRV, TXT, then addresses) would start one pass each `Gateway.settle`: the
+/// proxy spent most of a core on passes that each announced a handful. After a pass that took
+/// `cost`, the next starts no sooner than `spacing` times that later, and the changes that
+/// arrive meanwhile are taken together: passes use at most 1/(1 + spacing) of a core,
+/// and a small gateway, whose passes cost microseconds, keeps its 5 ms settle.
+struct PassPacing: Sendable {
+    static let spacing = 4
+    /// When, on the scheduler's clock, the next pass may start.
+    private(set) var notBefore: Duration = .zero
+
+    /// A pass that took `cost` (real time) ended at `now` (the scheduler's time).
+    mutating func passed(endedAt now: Duration, cost: Duration) {
+        notBefore = now + cost * Self.spacing
+    }
+
+    /// When a pass wanted at `wanted` may run.
+    func earliest(_ wanted: Duration) -> Duration { max(wanted, notBefore) }
+}
