@@ -262,7 +262,8 @@ struct FarRecords: Sendable {
         }.sorted { $0.wireBytes.lexicographicallyPrecedes($1.wireBytes) }
     }
 
-    private func targets(of instance: DNSName, _ route: AnnouncementRoute) -> [DNSName] {
+    /// The SRV targets of `instance` inside the far link's zones.
+    func targets(of instance: DNSName, _ route: AnnouncementRoute) -> [DNSName] {
         (sets[RecordKey(name: instance, type: .srv)] ?? []).compactMap { rdata -> DNSName? in
             guard case .srv(_, _, _, let target)? = value(.srv, rdata),
                 hostLabels(target, route) != nil

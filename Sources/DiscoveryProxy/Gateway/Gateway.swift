@@ -316,7 +316,9 @@ public final class Gateway: Sendable {
                     request, session: state.session, id: id, client: state.route.clientAddress, sink: state.sink,
                     appliesUsableRule: false, budget: .gateway)
                 guard case .subscribed(let initial, let keys) = outcome else { continue }
-                state.subscriptions[key] = (id, keys, now)
+                // Followed from when its lookup asks: one waiting for the far link's budget
+                // has not had its chance yet (held-back reports, `clientSettle`).
+                state.subscriptions[key] = (id, keys, max(now, proxy.asksFrom(keys) ?? now))
                 state.keysByID[id] = key
                 for change in initial { state.records.apply(change, to: key) }
             }
@@ -351,8 +353,14 @@ public final class Gateway: Sendable {
             let (services, held) = state.records.survey(route)
             var heldBack: [AnnouncementStatus.HeldBack] = []
             for (instance, why) in held {
-                // Reported once the SRV has been followed `heldAfter`: records arrive one by one.
-                guard let since = state.subscriptions[RecordKey(name: instance, type: .srv)]?.since else { continue }
+                // Reported once its SRV and its targets' addresses have been followed `heldAfter`:
+                // records arrive one by one, and lookups wait for their budget.
+                let followed = [RecordKey(name: instance, type: .srv)] + state.records.targets(of: instance, route).flatMap {
+                    [RecordKey(name: $0, type: .a), RecordKey(name: $0, type: .aaaa)]
+                }
+                guard let since = followed.compactMap({ state.subscriptions[$0]?.since }).max(),
+                    state.subscriptions[followed[0]] != nil
+                else { continue }
                 guard now - since >= heldAfter else {
                     waiting = min(waiting ?? .seconds(3600), heldAfter - (now - since))
                     continue

@@ -109,6 +109,12 @@ extension DiscoveryProxy {
         if pending { scheduleTargetRecheck(interface) }
     }
 
+    /// When the last of `keys`' browses asks mDNS, or asked it: a browse waiting for its
+    /// link's budget asks later than it was made (`BrowseTable.Start.delay`).
+    func asksFrom(_ keys: [BrowseKey]) -> Duration? {
+        state.withLock { state in keys.compactMap { state.table.browses[$0]?.startedAt }.max() }
+    }
+
     /// Leaves the browse; once nobody subscribes it is released by the idle sweep.
     func unsubscribe(from key: BrowseKey, session: Int, id: UInt16) {
         let now = scheduler.now()
