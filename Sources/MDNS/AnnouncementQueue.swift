@@ -142,22 +142,29 @@ public struct AnnouncementQueue: Sendable {
 }
 
 /// Unsolicited mDNS responses on the wire (RFC 6762 §18: ID zero, QR and AA set, answers
-/// only), records packed in the order given, uncompressed.
+/// only), records packed in the order given, names compressed (`NameCompressor`).
 enum MDNSResponseEncoder {
     struct Packet {
         var bytes: [UInt8]
         var records: [AnnouncementQueue.Outgoing]
     }
 
+    static let headerSize = 12
+
     static func packets(_ records: [AnnouncementQueue.Outgoing], limit: Int) -> [Packet] {
         var packets: [Packet] = []
         var current = Packet(bytes: [], records: [])
+        var names = NameCompressor()
         for record in records {
-            let encoded = encode(record)
-            if !current.records.isEmpty && 12 + current.bytes.count + encoded.count > limit {
+            var trial = names
+            var encoded = encode(record, at: headerSize + current.bytes.count, names: &trial)
+            if !current.records.isEmpty && headerSize + current.bytes.count + encoded.count > limit {
                 packets.append(current)
                 current = Packet(bytes: [], records: [])
+                trial = NameCompressor()
+                encoded = encode(record, at: headerSize, names: &trial)
             }
+            names = trial
             current.bytes += encoded
             current.records.append(record)
         }
@@ -169,16 +176,68 @@ enum MDNSResponseEncoder {
         }
     }
 
-    private static func encode(_ item: AnnouncementQueue.Outgoing) -> [UInt8] {
+    /// One record, to be placed `offset` octets into its packet.
+    private static func encode(_ item: AnnouncementQueue.Outgoing, at offset: Int, names: inout NameCompressor) -> [UInt8] {
         let record = item.record
         let rrClass = record.rrClass.rawValue | (item.unique ? 0x8000 : 0)
-        var bytes = record.name.wireBytes
+        var bytes = names.compress(record.name.wireBytes, at: offset)
         bytes.reserveCapacity(bytes.count + 10 + record.rdata.count)
         for value in [record.type.rawValue, rrClass] { bytes += [UInt8(value >> 8), UInt8(value & 0xff)] }
         bytes += [UInt8(item.ttl >> 24), UInt8((item.ttl >> 16) & 0xff), UInt8((item.ttl >> 8) & 0xff), UInt8(item.ttl & 0xff)]
-        let length = UInt16(clamping: record.rdata.count)
+        let rdataAt = offset + bytes.count + 2
+        let rdata: [UInt8]
+        switch record.type {
+        // RFC 6762 §18.14: the names in PTR and SRV RDATA are compressed too (SRV: after
+        // priority, weight and port); TXT, A and AAAA hold none.
+        case .ptr where NameCompressor.isName(record.rdata[...]):
+            rdata = names.compress(record.rdata, at: rdataAt)
+        case .srv where record.rdata.count > 6 && NameCompressor.isName(record.rdata[6...]):
+            rdata = Array(record.rdata[..<6]) + names.compress(Array(record.rdata[6...]), at: rdataAt + 6)
+        default:
+            rdata = record.rdata
+        }
+        let length = UInt16(clamping: rdata.count)
         bytes += [UInt8(length >> 8), UInt8(length & 0xff)]
-        bytes += record.rdata
+        bytes += rdata
         return bytes
+    }
+}
+
+/// RFC 1035 §4.1.4 name compression for one message: each name written is remembered by its
+/// suffixes, and a later name that ends in one of them points there. Suffixes match octet
+/// for octet (not case-insensitively), so every name reads back exactly as it was given.
+/// An announcement of a thousand far instances took twice the packets without it: each
+/// record repeated `_ipp._tcp.local.` and its host's name in full.
+struct NameCompressor {
+    private var offsets: [ArraySlice<UInt8>: Int] = [:]
+
+    /// `name` (uncompressed wire form) as written at `offset` of the message: its labels up to
+    /// the first suffix already written, then a pointer to it.
+    mutating func compress(_ name: [UInt8], at offset: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        var index = 0
+        while index < name.count, name[index] != 0 {
+            if let earlier = offsets[name[index...]] {
+                return out + [0xC0 | UInt8(earlier >> 8), UInt8(earlier & 0xFF)]
+            }
+            // A pointer has 14 bits: a suffix past 16383 octets cannot be pointed to.
+            if offset + out.count < 0x4000 { offsets[name[index...]] = offset + out.count }
+            let length = Int(name[index])
+            out += name[index...(index + length)]
+            index += length + 1
+        }
+        return out + [0]
+    }
+
+    /// Whether `bytes` is exactly one uncompressed wire name (labels, then the root).
+    static func isName(_ bytes: ArraySlice<UInt8>) -> Bool {
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            let length = Int(bytes[index])
+            if length == 0 { return index == bytes.endIndex - 1 }
+            guard length < 64 else { return false }
+            index += length + 1
+        }
+        return false
     }
 }

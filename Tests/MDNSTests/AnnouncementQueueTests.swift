@@ -22,9 +22,11 @@ import Testing
         var flush: [Bool] = []
         var offset = 12
         for _ in message.answers {
-            while packet[offset] != 0 { offset += Int(packet[offset]) + 1 }
-            flush.append(packet[offset + 3] & 0x80 != 0)
-            offset += 11 + (Int(packet[offset + 9]) << 8 | Int(packet[offset + 10]))
+            // The owner name: labels, then the root or a compression pointer (RFC 1035 §4.1.4).
+            while packet[offset] != 0 && packet[offset] & 0xC0 != 0xC0 { offset += Int(packet[offset]) + 1 }
+            offset += packet[offset] == 0 ? 1 : 2
+            flush.append(packet[offset + 2] & 0x80 != 0)
+            offset += 10 + (Int(packet[offset + 8]) << 8 | Int(packet[offset + 9]))
         }
         #expect(offset == packet.count)
         return zip(message.answers, flush).map { ("\($0.name)", $0.type, $1, $0.ttl) }
@@ -85,6 +87,40 @@ import Testing
         #expect(packets.allSatisfy { $0.packet.count <= AnnouncementQueue.packetSize })
         let names = try packets.flatMap { try Self.parse($0.packet).map(\.name) }
         #expect(names == records.map { "\($0.record.name)" })
+    }
+
+    @Test("names are compressed (RFC 6762 §18.14), in owners and in PTR and SRV RDATA, and read back exactly")
+    func compression() throws {
+        // What the gateway announces for far instances: type PTR, `_services` PTR, SRV, TXT, A.
+        let type = try DNSName("_ipp._tcp.local.")
+        var records: [AnnouncementQueue.Outgoing] = []
+        for k in 0..<60 {
+            let instance = try DNSName("Crowd \(k)._ipp._tcp.local.")
+            let host = try DNSName("crowd-\(k)-lab1.local.")
+            records += [
+                Self.outgoing(MDNSRecord(name: type, type: .ptr, rdata: instance.wireBytes)),
+                Self.outgoing(MDNSRecord(name: try DNSName("_services._dns-sd._udp.local."), type: .ptr, rdata: type.wireBytes)),
+                Self.outgoing(MDNSRecord(name: instance, type: .srv, rdata: [0, 0, 0, 0, 2, 0x77] + host.wireBytes)),
+                Self.outgoing(Self.record("Crowd \(k)._ipp._tcp.local.", .txt, [6] + Array("dev=\(k % 10)\(k % 10)".utf8))),
+                Self.outgoing(MDNSRecord(name: host, type: .a, rdata: [192, 0, 2, UInt8(k)])),
+            ]
+        }
+        let packets = MDNSResponseEncoder.packets(records, limit: AnnouncementQueue.packetSize)
+        var read: [AnnouncementQueue.Outgoing] = []
+        for packet in packets {
+            #expect(packet.bytes.count <= AnnouncementQueue.packetSize)
+            for answer in try Message(wire: packet.bytes).answers {
+                // ldns decompresses; the RDATA it returns must be the records' own, octet for octet.
+                let sent = try #require(records.first { $0.record.name == answer.name && $0.record.type == answer.type
+                    && (try? RData(type: $0.record.type, wire: $0.record.rdata)) == answer.rdata })
+                #expect("\(answer.name)" == "\(sent.record.name)", "case and spelling kept")
+                read.append(sent)
+            }
+        }
+        #expect(read == records)
+        let uncompressed = records.reduce(0) { $0 + $1.record.name.wireBytes.count + 10 + $1.record.rdata.count }
+        let compressed = packets.reduce(0) { $0 + $1.bytes.count - MDNSResponseEncoder.headerSize }
+        #expect(compressed * 2 < uncompressed, "\(compressed) of \(uncompressed) octets")
     }
 
     @Test("a record larger than a packet goes alone (RFC 6762 §17)")
