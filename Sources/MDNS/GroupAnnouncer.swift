@@ -14,7 +14,18 @@ protocol AnnouncementTransport: AnyObject {
 /// (`MulticastSender`). Not thread-safe: `AvahiPublisher` calls it under its poll lock.
 final class GroupAnnouncer {
     private var queue: AnnouncementQueue
+    /// What each group's clients were told. Changed through `tell` only, which keeps `holders`.
     private var told: [MDNSGroup.Key: [MDNSRecord]] = [:]
+    /// How many told groups hold each record, per interface: a goodbye is for a record no
+    /// other group holds. Kept as `told` changes: read from `told` whole at each goodbye, it
+    /// made every established group cost O(groups), the gateway's thousand far instances a
+    /// second's CPU each second.
+    private var holders: [Holding: Int] = [:]
+
+    private struct Holding: Hashable {
+        var interface: String
+        var record: MDNSRecord
+    }
     /// Told before avahi-daemon went away: said goodbye to once it is back, unless published again.
     private var unconfirmed: [MDNSGroup.Key: [MDNSRecord]] = [:]
     private let sender: any AnnouncementTransport
@@ -58,7 +69,7 @@ final class GroupAnnouncer {
         let changed = Set((records.filter { !before.contains($0) } + before.filter { !current.contains($0) })
             .filter(Self.isUnique).map(RRSetKey.init))
         let remaining = Set(records.filter(Self.isUnique).map(RRSetKey.init))
-        told[key] = records
+        tell(key, records)
         goodbye(previous.filter { !current.contains($0) && !remaining.contains(RRSetKey($0)) }, key: key)
         let new = records.filter { !before.contains($0) || changed.contains(RRSetKey($0)) }
         queue.announce(new.map(Self.outgoing), on: key.interface, now: now)
@@ -66,13 +77,13 @@ final class GroupAnnouncer {
 
     /// avahi no longer holds `key`'s records (the group was freed): goodbye to them.
     func withdrawn(_ key: MDNSGroup.Key) {
-        goodbye(told.removeValue(forKey: key) ?? [], key: key)
+        goodbye(tell(key, nil) ?? [], key: key)
     }
 
     /// The group's records went with their interface: nobody there to tell; published again
     /// later, they are announced in full.
     func forget(_ key: MDNSGroup.Key) {
-        told[key] = nil
+        tell(key, nil)
         if !told.keys.contains(where: { $0.interface == key.interface }) {
             queue.cancel(on: key.interface)
             sender.close(key.interface)
@@ -82,7 +93,7 @@ final class GroupAnnouncer {
     /// Another host owns the name now: goodbye to our data under it, not to the shared PTRs,
     /// which are the owner's too (its instance has the same name).
     func collided(_ key: MDNSGroup.Key) {
-        goodbye((told.removeValue(forKey: key) ?? []).filter(Self.isUnique), key: key)
+        goodbye((tell(key, nil) ?? []).filter(Self.isUnique), key: key)
     }
 
     /// avahi-daemon went away with every group: what was told is announced again in full once
@@ -90,6 +101,7 @@ final class GroupAnnouncer {
     func daemonLost() {
         unconfirmed.merge(told) { old, _ in old }
         told = [:]
+        holders = [:]
     }
 
     /// Goodbyes for what was told before avahi-daemon went away and is not wanted any more.
@@ -110,7 +122,7 @@ final class GroupAnnouncer {
     /// Goodbyes for everything, sent at once.
     func shutdown() -> [(interface: String, error: String)] {
         for (key, records) in told.merging(unconfirmed, uniquingKeysWith: { a, _ in a }).sorted(by: { $0.key < $1.key }) {
-            told[key] = nil
+            tell(key, nil)
             goodbye(records, key: key)
         }
         unconfirmed = [:]
@@ -132,10 +144,27 @@ final class GroupAnnouncer {
     }
 
     /// Goodbyes for `records` of `key`, except those another group on the interface still
-    /// holds (the type enumeration PTR every instance of a type carries).
+    /// holds (the type enumeration PTR every instance of a type carries). `key`'s own told
+    /// records are never among `records` (callers update `told` first).
     private func goodbye(_ records: [MDNSRecord], key: MDNSGroup.Key) {
-        let held = Set(told.filter { $0.key.interface == key.interface && $0.key != key }.values.joined())
-        let gone = records.filter { !held.contains($0) }
+        let gone = records.filter { holders[Holding(interface: key.interface, record: $0)] == nil }
+        guard !gone.isEmpty else { return }
         queue.goodbye(gone.map { .init(record: $0, unique: Self.isUnique($0), ttl: 0) }, on: key.interface, now: now)
+    }
+
+    /// Sets what `key`'s clients were told (nil: nothing), and `holders` with it; returns
+    /// what it was.
+    @discardableResult
+    private func tell(_ key: MDNSGroup.Key, _ records: [MDNSRecord]?) -> [MDNSRecord]? {
+        let old = records == nil ? told.removeValue(forKey: key) : told.updateValue(records!, forKey: key)
+        guard old != records else { return old }
+        for record in Set(old ?? []) { release(Holding(interface: key.interface, record: record)) }
+        for record in Set(records ?? []) { holders[Holding(interface: key.interface, record: record), default: 0] += 1 }
+        return old
+    }
+
+    private func release(_ holding: Holding) {
+        guard let count = holders[holding] else { return }
+        holders[holding] = count > 1 ? count - 1 : nil
     }
 }
