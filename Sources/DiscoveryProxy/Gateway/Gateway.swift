@@ -298,7 +298,12 @@ public final class Gateway: Sendable {
             let wanted = state.records.wanted(state.route)
             let current = Set(state.subscriptions.keys)
             guard wanted != current else { return }
-            for key in current.subtracting(wanted) {
+            // Another round only if the records changed (a dropped name, or what a new
+            // subscription brought): a browse made now has nothing yet, and `wanted` reads the
+            // route's records whole.
+            let gone = current.subtracting(wanted)
+            var changed = !gone.isEmpty
+            for key in gone {
                 if let subscription = state.subscriptions.removeValue(forKey: key) {
                     state.keysByID[subscription.id] = nil
                     for browse in subscription.keys { proxy.unsubscribe(from: browse, session: state.session, id: subscription.id) }
@@ -321,7 +326,9 @@ public final class Gateway: Sendable {
                 state.subscriptions[key] = (id, keys, max(now, proxy.asksFrom(keys) ?? now))
                 state.keysByID[id] = key
                 for change in initial { state.records.apply(change, to: key) }
+                changed = changed || !initial.isEmpty
             }
+            if !changed { return }
         }
     }
 

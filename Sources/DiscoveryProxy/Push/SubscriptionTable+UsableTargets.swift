@@ -78,8 +78,9 @@ extension SubscriptionTable {
         }
     }
 
+    /// The browses on `interface` whose subscribers' view a target's change may alter.
     private func dependents(on interface: String) -> [BrowseKey] {
-        byKey.keys.filter { $0.interface == interface && Self.ruledTypes.contains($0.type) }
+        ruled[interface].map { Array($0.keys) } ?? []
     }
 
     /// Tells `key`'s subscribers about `changes`, then about the records whose usability

@@ -57,12 +57,20 @@ struct SubscriptionTable: Sendable {
     /// Changed only here and in `SubscriptionTable+UsableTargets`.
     var byKey: [BrowseKey: [Subscriber]] = [:]
     private(set) var count = 0
+    /// Per link, the browses of the rule's types with subscribers that apply the
+    /// unusable-target rule, and how many (`dependents(on:)`): a target's change re-evaluates
+    /// only those. Scanning `byKey` instead, each of a thousand far hosts' addresses went over
+    /// the gateway's thousands of subscriptions, which never apply the rule.
+    private(set) var ruled: [String: [BrowseKey: Int]] = [:]
 
     func isSubscribed(_ key: BrowseKey) -> Bool { byKey[key] != nil }
 
     mutating func add(_ subscriber: Subscriber, to key: BrowseKey) {
         byKey[key, default: []].append(subscriber)
         count += 1
+        if subscriber.appliesUsableRule && Self.ruledTypes.contains(key.type) {
+            ruled[key.interface, default: [:]][key, default: 0] += 1
+        }
     }
 
     /// Whether the browse has no subscriber left.
@@ -70,9 +78,13 @@ struct SubscriptionTable: Sendable {
     mutating func remove(session: Int, id: UInt16, from key: BrowseKey) -> Bool {
         guard var list = byKey[key], let index = list.firstIndex(where: { $0.session == session && $0.id == id })
         else { return byKey[key] == nil }
-        list.remove(at: index)
+        let gone = list.remove(at: index)
         count -= 1
         byKey[key] = list.isEmpty ? nil : list
+        if gone.appliesUsableRule && Self.ruledTypes.contains(key.type), let held = ruled[key.interface]?[key] {
+            ruled[key.interface]?[key] = held > 1 ? held - 1 : nil
+            if ruled[key.interface]?.isEmpty == true { ruled[key.interface] = nil }
+        }
         return list.isEmpty
     }
 
