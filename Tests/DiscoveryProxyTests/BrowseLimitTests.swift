@@ -1,4 +1,5 @@
 import DNSWire
+import Logging
 import DiscoveryProxy
 import MDNS
 import ProxyTestSupport
@@ -53,6 +54,23 @@ struct BrowseLimitTests {
         #expect(message.rcode == .servFail)
         #expect(h.proxy.stats.activeBrowses == 2)
         #expect(h.backend.started.count == 2)
+    }
+
+    @Test("a browse with DNS Push subscribers (or the gateway's) is never evicted, however idle its query")
+    func keepsSubscribedBrowses() throws {
+        let h = flooded(max: 2)
+        let service = PushService(proxy: h.proxy, logger: Logger(label: "test"))
+        let session = service.openSession(client: "test", transport: FakeTransport())
+        session.receive(DSOMessage(id: 1, tlvs: [PushSubscribe(name: try DNSName("watched.lab1.example."), type: .a).tlv]).encode())
+        h.ask("idle.lab1.example.", .a)
+        h.clock.advance(by: .seconds(40))  // both browses idle past BrowseLimit.minimumIdle
+        h.ask("new1.lab1.example.", .a)  // takes the unsubscribed browse's place
+        #expect(h.proxy.stats.browsesEvicted == 1)
+        #expect(h.backend.live.contains { $0.name == (try! DNSName("watched.local.")) }, "the subscription is still followed")
+        let message = try #require(h.ask("new2.lab1.example.", .a).message)
+        #expect(message.rcode == .servFail, "nothing may make room: a retryable SERVFAIL")
+        #expect(h.proxy.stats.browsesEvicted == 1)
+        withExtendedLifetime(session) {}
     }
 
     @Test("10 000 unique names stay within the cap")

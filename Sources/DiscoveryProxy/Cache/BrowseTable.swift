@@ -57,10 +57,12 @@ struct BrowseTable: Sendable {
         case full
     }
 
-    /// A query for `key`'s question: a hit, a joined or new browse, or a refusal.
+    /// A query for `key`'s question: a hit, a joined or new browse, or a refusal. `pinned`:
+    /// the browses with subscribers, which the browse limit never releases (borrowed, not
+    /// copied: every query comes through here).
     mutating func lookup(
         _ key: BrowseKey, query: Message, plan: MDNSPlan, context: QueryContext, now: Duration,
-        configuration: ProxyConfiguration
+        configuration: ProxyConfiguration, pinned: borrowing some PinnedBrowses = NoPinnedBrowses()
     ) -> Lookup {
         if var browse = browses[key] {
             browse.lastUsed = now
@@ -103,7 +105,7 @@ struct BrowseTable: Sendable {
         }
         var evicted: (key: BrowseKey, handle: (any MDNSQueryHandle)?)?
         if browses.count >= configuration.maxBrowses {
-            guard let victim = BrowseLimit.victim(in: browses, now: now) else {
+            guard let victim = BrowseLimit.victim(in: browses, now: now, pinned: pinned) else {
                 bucket.refund()
                 buckets[bucketKey] = bucket
                 return .full
@@ -481,6 +483,16 @@ struct BrowseTable: Sendable {
         case .gateway: TokenBucket(rate: configuration.gatewayLookupsPerSecond, burst: configuration.gatewayLookupBurst, now: now)
         }
     }
+}
+
+/// Browses the table must keep while they have users of their own (DNS Push subscribers).
+protocol PinnedBrowses: ~Copyable {
+    func isPinned(_ key: BrowseKey) -> Bool
+}
+
+/// No browse is pinned (tests of the table alone).
+struct NoPinnedBrowses: PinnedBrowses {
+    func isPinned(_ key: BrowseKey) -> Bool { false }
 }
 
 /// Whose budget a new browse's mDNS query draws from, on its link.

@@ -258,7 +258,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         }
         let step = state.withLock { state -> Step in
             let lookup = state.table.lookup(
-                key, query: query, plan: plan, context: context, now: now, configuration: configuration)
+                key, query: query, plan: plan, context: context, now: now, configuration: configuration,
+                pinned: state.subscriptions)
             if case .wait = lookup { rearm(key, in: &state.table, now: now) }
             guard case .hit = lookup else { return .lookup(lookup) }
             if let memoKey = context.memoKey, let answer = output.memoized(memoKey, id: query.id, epoch: context.epoch) {

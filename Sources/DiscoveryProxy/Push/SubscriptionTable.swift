@@ -114,3 +114,7 @@ struct SubscriptionTable: Sendable {
         }
     }
 }
+
+extension SubscriptionTable: PinnedBrowses {
+    func isPinned(_ key: BrowseKey) -> Bool { isSubscribed(key) }
+}
