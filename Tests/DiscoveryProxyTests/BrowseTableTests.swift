@@ -224,8 +224,8 @@ struct BrowseTableTests {
         guard case .wait(_, _, let start?) = lookup(&table, key, at: 0) else { return }
         _ = table.receive(.added(instance), for: key, generation: start.generation, now: .zero, configuration: immediate)
         _ = table.takeWaiters(of: key, generation: start.generation, now: .zero)
-        #expect(table.sweep(now: .seconds(200), configuration: configuration, isPinned: { _ in true }).isEmpty)
-        let released = table.sweep(now: .seconds(200), configuration: configuration, isPinned: { _ in false })
+        #expect(table.sweep(now: .seconds(200), configuration: configuration, pinned: EveryBrowsePinned()).isEmpty)
+        let released = table.sweep(now: .seconds(200), configuration: configuration, pinned: NoPinnedBrowses())
         #expect(released.map(\.0) == [key] && table.released[key] != nil)
         guard case .optimistic(let snapshot, let restart?) = lookup(&table, key, at: 201) else {
             Issue.record("expected an optimistic answer")
@@ -257,4 +257,9 @@ struct BrowseTableTests {
         }
         #expect(table.subscribe(key, now: .seconds(1), configuration: configuration).start == nil)
     }
+}
+
+/// Every browse has subscribers.
+struct EveryBrowsePinned: PinnedBrowses {
+    func isPinned(_ key: BrowseKey) -> Bool { true }
 }

@@ -348,12 +348,14 @@ struct BrowseTable: Sendable {
     // MARK: Release
 
     /// Releases browses nobody asked about for `browseIdleTimeout`, nobody waits on and
-    /// nobody subscribes to (`isPinned`). Returns them, to cancel their queries.
+    /// nobody subscribes to (`pinned`). Returns them, to cancel their queries.
     mutating func sweep(
-        now: Duration, configuration: ProxyConfiguration, isPinned: (BrowseKey) -> Bool
+        now: Duration, configuration: ProxyConfiguration, pinned: borrowing some PinnedBrowses
     ) -> [(BrowseKey, (any MDNSQueryHandle)?)] {
-        let idle = browses.filter {
-            $0.value.waiters.isEmpty && now - $0.value.lastUsed >= configuration.browseIdleTimeout && !isPinned($0.key)
+        var idle: [BrowseKey: Browse] = [:]
+        for (key, browse) in browses where browse.waiters.isEmpty && now - browse.lastUsed >= configuration.browseIdleTimeout {
+            guard !pinned.isPinned(key) else { continue }
+            idle[key] = browse
         }
         for key in idle.keys { browses[key] = nil }
         counters.browsesReleased += idle.count
@@ -485,7 +487,8 @@ struct BrowseTable: Sendable {
     }
 }
 
-/// Browses the table must keep while they have users of their own (DNS Push subscribers).
+/// Browses the table must keep while they have users of their own (DNS Push and gateway
+/// subscribers): neither the idle sweep nor the browse limit releases them.
 protocol PinnedBrowses: ~Copyable {
     func isPinned(_ key: BrowseKey) -> Bool
 }

@@ -431,8 +431,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         let now = scheduler.now()
         let configuration = self.configuration
         let released = state.withLock { state in
-            let subscriptions = state.subscriptions
-            return state.table.sweep(now: now, configuration: configuration, isPinned: subscriptions.isSubscribed)
+            state.table.sweep(now: now, configuration: configuration, pinned: state.subscriptions)
         }
         if !released.isEmpty { invalidateReplays() }
         for (key, handle) in released {
