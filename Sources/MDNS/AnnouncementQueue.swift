@@ -156,15 +156,15 @@ enum MDNSResponseEncoder {
         var current = Packet(bytes: [], records: [])
         var names = NameCompressor()
         for record in records {
-            var trial = names
-            var encoded = encode(record, at: headerSize + current.bytes.count, names: &trial)
+            var encoded = encode(record, at: headerSize + current.bytes.count, names: &names)
             if !current.records.isEmpty && headerSize + current.bytes.count + encoded.count > limit {
+                // It goes in the next packet, with names of its own (what the try noted
+                // points past the end of this one, which nothing else will be added to).
                 packets.append(current)
                 current = Packet(bytes: [], records: [])
-                trial = NameCompressor()
-                encoded = encode(record, at: headerSize, names: &trial)
+                names = NameCompressor()
+                encoded = encode(record, at: headerSize, names: &names)
             }
-            names = trial
             current.bytes += encoded
             current.records.append(record)
         }
