@@ -156,7 +156,7 @@ final class GroupAnnouncer {
     /// what it was.
     @discardableResult
     private func tell(_ key: MDNSGroup.Key, _ records: [MDNSRecord]?) -> [MDNSRecord]? {
-        let old = records == nil ? told.removeValue(forKey: key) : told.updateValue(records!, forKey: key)
+        let old = if let records { told.updateValue(records, forKey: key) } else { told.removeValue(forKey: key) }
         guard old != records else { return old }
         for record in Set(old ?? []) { release(Holding(interface: key.interface, record: record)) }
         for record in Set(records ?? []) { holders[Holding(interface: key.interface, record: record), default: 0] += 1 }

@@ -362,12 +362,11 @@ public final class Gateway: Sendable {
             for (instance, why) in held {
                 // Reported once its SRV and its targets' addresses have been followed `heldAfter`:
                 // records arrive one by one, and lookups wait for their budget.
-                let followed = [RecordKey(name: instance, type: .srv)] + state.records.targets(of: instance, route).flatMap {
+                guard let srvSince = state.subscriptions[RecordKey(name: instance, type: .srv)]?.since else { continue }
+                let addresses = state.records.targets(of: instance, route).flatMap {
                     [RecordKey(name: $0, type: .a), RecordKey(name: $0, type: .aaaa)]
                 }
-                guard let since = followed.compactMap({ state.subscriptions[$0]?.since }).max(),
-                    state.subscriptions[followed[0]] != nil
-                else { continue }
+                let since = addresses.compactMap { state.subscriptions[$0]?.since }.reduce(srvSince, max)
                 guard now - since >= heldAfter else {
                     waiting = min(waiting ?? .seconds(3600), heldAfter - (now - since))
                     continue

@@ -276,19 +276,16 @@ extension AvahiBackend {
                 guard !query.isCancelled else { continue }
             }
             let error = self.createBrowser(query, slot: slot)
-            if error == Int32(AVAHI_OK) {
-                if wasFailed {
-                    // Told once, when it runs again: its events come after this (they need the
-                    // poll lock, held here), and a query refused again and again is not
-                    // restarted and failed each second.
-                    query.failedSinceStart = false
-                    query.verifyOnAttach = false
-                    self.emit(.restarted, to: query)
-                }
-                if slot.tornDown { return }
-                continue
+            if error == Int32(AVAHI_OK) && wasFailed {
+                // Told once, when it runs again: its events come after this (they need the
+                // poll lock, held here), and a query refused again and again is not
+                // restarted and failed each second.
+                query.failedSinceStart = false
+                query.verifyOnAttach = false
+                self.emit(.restarted, to: query)
             }
             if slot.tornDown { return }  // it stalled: the next connection re-creates the rest
+            if error == Int32(AVAHI_OK) { continue }
             self.logger.debug(
                 "cannot re-create mDNS query",
                 metadata: ["mdns.query": "\(query.id)", "mdns.error": "\(Self.errorText(error))"]
