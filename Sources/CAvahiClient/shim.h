@@ -36,6 +36,15 @@ static inline void cavahi_timeout_disarm(const AvahiPoll *poll, AvahiTimeout *ti
 static inline void cavahi_timeout_free(const AvahiPoll *poll, AvahiTimeout *timeout) {
     poll->timeout_free(timeout);
 }
+
+/// Calls `callback` whenever `fd` is readable, on the poll's thread.
+static inline AvahiWatch *cavahi_watch_new(const AvahiPoll *poll, int fd, AvahiWatchCallback callback, void *userdata) {
+    return poll->watch_new(poll, fd, AVAHI_WATCH_IN, callback, userdata);
+}
+
+static inline void cavahi_watch_free(const AvahiPoll *poll, AvahiWatch *watch) {
+    poll->watch_free(watch);
+}
 // An AvahiPoll that is another one (the threaded poll's) except that it notes the file
 // descriptor of every watch it is asked for: what avahi-client asks for, through libdbus, is
 // its D-Bus connection's socket. AvahiWorker shuts that socket down to end a call that has

@@ -151,7 +151,11 @@ enum MDNSResponseEncoder {
 
     static let headerSize = 12
 
-    static func packets(_ records: [AnnouncementQueue.Outgoing], limit: Int) -> [Packet] {
+    /// `additional` records (RFC 6763 §12) follow the answers in the last packet as far as
+    /// they fit; what does not fit is left out (the querier asks for it if it needs it).
+    static func packets(
+        _ records: [AnnouncementQueue.Outgoing], additional: [AnnouncementQueue.Outgoing] = [], limit: Int
+    ) -> [Packet] {
         var packets: [Packet] = []
         var current = Packet(bytes: [], records: [])
         var names = NameCompressor()
@@ -168,12 +172,54 @@ enum MDNSResponseEncoder {
             current.bytes += encoded
             current.records.append(record)
         }
-        if !current.records.isEmpty { packets.append(current) }
-        return packets.map { packet in
+        var extra = 0
+        if !current.records.isEmpty {
+            for record in additional {
+                let encoded = encode(record, at: headerSize + current.bytes.count, names: &names)
+                guard headerSize + current.bytes.count + encoded.count <= limit else { break }
+                current.bytes += encoded
+                extra += 1
+            }
+            packets.append(current)
+        }
+        return packets.enumerated().map { index, packet in
             let count = UInt16(packet.records.count)
-            let header: [UInt8] = [0, 0, 0x84, 0x00, 0, 0, UInt8(count >> 8), UInt8(count & 0xff), 0, 0, 0, 0]
+            let more = UInt16(index == packets.count - 1 ? extra : 0)
+            let header: [UInt8] = [
+                0, 0, 0x84, 0x00, 0, 0, UInt8(count >> 8), UInt8(count & 0xff), 0, 0, UInt8(more >> 8), UInt8(more & 0xff),
+            ]
             return Packet(bytes: header + packet.bytes, records: packet.records)
         }
+    }
+
+    /// RFC 6762 §6.7: the answer to a legacy resolver's query (from a port other than 5353):
+    /// its ID, its questions repeated, TTLs of at most `ttl`, no cache-flush bits; what does
+    /// not fit one packet is cut, with TC set.
+    static func legacyReply(to query: Message, answers: [MDNSRecord], ttl: UInt32) -> [UInt8] {
+        var names = NameCompressor()
+        var body: [UInt8] = []
+        for question in query.questions {
+            body += names.compress(question.name.wireBytes, at: headerSize + body.count)
+            for value in [question.type.rawValue, RRClass.in.rawValue] { body += [UInt8(value >> 8), UInt8(value & 0xff)] }
+        }
+        var count = 0
+        var truncated = false
+        for record in answers {
+            let outgoing = AnnouncementQueue.Outgoing(
+                record: record, unique: false, ttl: min(ttl, MDNSRecord.defaultTTL(for: record.type)))
+            let encoded = encode(outgoing, at: headerSize + body.count, names: &names)
+            guard headerSize + body.count + encoded.count <= AnnouncementQueue.packetSize else {
+                truncated = true
+                break
+            }
+            body += encoded
+            count += 1
+        }
+        let questions = UInt16(query.questions.count)
+        return [
+            UInt8(query.id >> 8), UInt8(query.id & 0xff), truncated ? 0x86 : 0x84, 0x00,
+            UInt8(questions >> 8), UInt8(questions & 0xff), UInt8(count >> 8), UInt8(count & 0xff), 0, 0, 0, 0,
+        ] + body
     }
 
     /// One record, to be placed `offset` octets into its packet.

@@ -18,23 +18,16 @@ internal import CAvahiClient
 ///
 /// **Nothing waits for avahi.** Creating, filling, committing, resetting and freeing a group are
 /// blocking D-Bus calls: an `AvahiWorker` makes them, each under a deadline, and `publish`,
-/// `pace` and `reannounce` return at once (a `publish` while another waits replaces it). A call
+/// returns at once (a `publish` while another waits replaces it). A call
 /// past its deadline tears the connection down; it is made again a second later, and the
 /// groups with it.
 ///
-/// Announcements: avahi-daemon's own (RFC 6762 §8.3, its first 20–370 ms after the commit:
-/// 0–250 ms jitter, then its response scheduler's), or, given `announcing`, the publisher's:
-/// records are published with `AVAHI_PUBLISH_NO_ANNOUNCE` (avahi answers queries for them and
-/// defends them) and `GroupAnnouncer` announces a group as soon as the daemon has established
-/// it, announces changed records, says goodbye to withdrawn ones, paced per interface. The
-/// announcer has a thread and a lock of its own (a second threaded poll, which makes no D-Bus
-/// call), so a daemon that does not answer holds up no announcement already due. The daemon
-/// sends no goodbyes for such records when the proxy stops, so `shutdown` sends them; after a
-/// crash they expire with their TTL (120 s for SRV and addresses, RFC 6762 §10).
+/// Announcements are avahi-daemon's own (RFC 6762 §8.3, its first 20–370 ms after the commit:
+/// 0–250 ms jitter, then its response scheduler's). The browse domains' few PTRs are published
+/// here; the gateway's thousands of records are not (`LinkResponder` says why).
 ///
 /// Every field but the `let`s is guarded by the D-Bus poll's lock: avahi runs callbacks on its
-/// thread holding it, and the worker takes it. The announcer is guarded by its own poll's lock,
-/// taken after the D-Bus one when both are needed, never before.
+/// thread holding it, and the worker takes it.
 public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private let logger: Logger
     private let retryDelay: Duration
@@ -62,13 +55,6 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     /// The latest `publish` not yet applied by the worker, and whether a job will apply it.
     private let pending = Mutex<(groups: [MDNSGroup]?, queued: Bool, everWanted: Bool)>((nil, false, false))
 
-    /// Announcing itself (`announcing` given): the announcer, its poll (a thread with a timer,
-    /// no D-Bus) and its timer.
-    private let announcer: GroupAnnouncer?
-    private let announcePoll: OpaquePointer?  // AvahiThreadedPoll*
-    private var announceTimer: OpaquePointer?  // AvahiTimeout*, guarded by the announce poll's lock
-    /// The announce poll's thread runs (guarded by its lock).
-    private var announceStarted = false
 
     /// A connection torn down for a stall is made again this much later.
     static let stallRetry: Duration = .seconds(1)
@@ -78,20 +64,11 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     /// every failure to publish or announce there (a metric), on the same thread.
     public init(
         logger: Logger, retryDelay: Duration = .seconds(10),
-        announcing: AnnouncementPacing? = nil,
         requestDeadline: Duration = AvahiBackend.defaultRequestDeadline,
         onCollision: @escaping @Sendable (MDNSGroup.Key) -> Void = { _ in },
         onError: @escaping @Sendable (String) -> Void = { _ in }
     ) throws(MDNSError) {
         guard let poll = avahi_threaded_poll_new() else { throw .daemon("cannot create the avahi threaded poll") }
-        var announcePoll: OpaquePointer?
-        if announcing != nil {
-            guard let made = avahi_threaded_poll_new() else {
-                avahi_threaded_poll_free(poll)
-                throw .daemon("cannot create the avahi threaded poll")
-            }
-            announcePoll = made
-        }
         self.logger = logger
         self.onCollision = onCollision
         self.onError = onError
@@ -100,13 +77,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         self.pollAPI = avahi_threaded_poll_get(poll)
         self.recordingPoll = .allocate(capacity: 1)
         cavahi_recording_poll_init(self.recordingPoll, self.pollAPI)
-        self.announcer = announcing.map { GroupAnnouncer(pacing: $0) }
-        self.announcePoll = announcePoll
         self.timer = cavahi_timeout_new(self.pollAPI, publisherTimerCallback, Unmanaged.passUnretained(self).toOpaque())
-        if let announcePoll {
-            self.announceTimer = cavahi_timeout_new(
-                avahi_threaded_poll_get(announcePoll), announceTimerCallback, Unmanaged.passUnretained(self).toOpaque())
-        }
         self.worker = AvahiWorker(
             deadline: requestDeadline, capacity: 1, connection: "publisher",
             perform: { [weak self] jobs in
@@ -119,13 +90,9 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
                     metadata: ["mdns.call": "\(what)", "mdns.waited_ms": "\(AvahiBackend.milliseconds(waited))",
                                "mdns.connection_reset": "\(aborted)"])
             })
-        // The announce poll's thread starts with the first announcement (`sendAnnouncements`):
-        // a gateway that announces nothing costs no thread.
         guard avahi_threaded_poll_start(poll) >= 0 else {
             if let timer { cavahi_timeout_free(self.pollAPI, timer) }
-            if let announceTimer, let announcePoll { cavahi_timeout_free(avahi_threaded_poll_get(announcePoll), announceTimer) }
             avahi_threaded_poll_free(poll)
-            if let announcePoll { avahi_threaded_poll_free(announcePoll) }
             throw .daemon("cannot start the avahi poll thread")
         }
         // The worker's thread starts with the first `publish` that has something in it.
@@ -136,12 +103,10 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             // Released inside one of its own jobs: cannot wait for our own thread.
             _ = self.worker.stop(patience: .zero) {}
             avahi_threaded_poll_quit(self.poll)
-            if let announcePoll { avahi_threaded_poll_quit(announcePoll) }
             return
         }
         if self.shutdownCleanly() {
             avahi_threaded_poll_free(self.poll)
-            if let announcePoll { avahi_threaded_poll_free(announcePoll) }
             self.recordingPoll.deallocate()
         }
     }
@@ -191,23 +156,11 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         let stopped = self.worker.stop(patience: self.worker.deadline) { [unowned(unsafe) self] in
             self.locked { self.closeDown() }
         }
-        // The daemon sends no goodbyes for records it was told not to announce: ours, at once,
-        // whether or not it answers.
-        self.announcing { announcer in
-            for (interface, error) in announcer.shutdown() {
-                self.logger.error("cannot send mDNS goodbyes: \(error)", metadata: ["mdns.interface": "\(interface)"])
-            }
-            if let announceTimer = self.announceTimer, let announcePoll = self.announcePoll {
-                cavahi_timeout_free(avahi_threaded_poll_get(announcePoll), announceTimer)
-            }
-            self.announceTimer = nil
-        }
         guard stopped else {
             self.logger.warning("mDNS publisher: a call to avahi-daemon is still waiting; leaving its records")
             return false
         }
         avahi_threaded_poll_stop(self.poll)
-        if let announcePoll { avahi_threaded_poll_stop(announcePoll) }
         self.shutDownCleanly.withLock { $0 = true }
         return true
     }
@@ -232,30 +185,10 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         }
     }
 
-    public func pace(_ pacing: AnnouncementPacing) {
-        self.announcing { $0.pacing = pacing }
-    }
-
-    public func reannounce() {
-        self.announcing { announcer in
-            announcer.reannounce()
-            self.sendAnnouncements(announcer)
-        }
-    }
-
     private func locked<R>(_ body: () -> R) -> R {
         avahi_threaded_poll_lock(self.poll)
         defer { avahi_threaded_poll_unlock(self.poll) }
         return body()
-    }
-
-    /// Runs `body` with the announcer under its poll's lock; nothing without one. Never from
-    /// the announce thread's own callback (which holds the lock already).
-    private func announcing(_ body: (GroupAnnouncer) -> Void) {
-        guard let announcer, let announcePoll else { return }
-        avahi_threaded_poll_lock(announcePoll)
-        defer { avahi_threaded_poll_unlock(announcePoll) }
-        body(announcer)
     }
 
     /// One call that may wait for the daemon (worker only), under its deadline; a call that
@@ -273,13 +206,12 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     }
 
     /// Frees a connection torn down for a stall (a job); it is made again `stallRetry` later,
-    /// and its groups with it. What the announcer told the link stays told meanwhile.
+    /// and its groups with it.
     private func tearDown() {
         guard self.tornDown, let client = self.client else { return }
         self.isRunning = false
         for group in self.groups.values { group.pointer = nil }  // freed with the client
         self.groups = [:]
-        self.announcing { $0.daemonLost() }
         avahi_client_free(client)  // closes the bus first: nothing waits
         self.client = nil
         self.socket = -1
@@ -339,15 +271,12 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             }
         case AVAHI_CLIENT_CONNECTING:
             // The daemon went away: its groups are gone with it; freed here without a D-Bus call.
-            // Announced again in full once it is back.
             self.isRunning = false
             self.dropGroups(connected: false)
-            self.announcing { $0.daemonLost() }
-        case AVAHI_CLIENT_FAILURE:
+            case AVAHI_CLIENT_FAILURE:
             self.isRunning = false
             self.dropGroups(connected: false)
-            self.announcing { $0.daemonLost() }
-            self.clientFailed = true
+                self.clientFailed = true
             if self.tornDown {
                 self.logger.debug("avahi publisher connection torn down after a stall; reconnecting")
                 self.armTimer(after: Self.stallRetry)
@@ -380,12 +309,9 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     /// Brings the daemon's groups to `wanted`.
     private func sync() {
         guard self.isRunning, self.client != nil, !self.tornDown else { return }
-        self.announcing { $0.confirm(wanted: Set(self.wanted.keys)) }
         for (key, group) in self.groups where self.wanted[key] == nil {
             group.free(connected: true)
             self.groups[key] = nil
-            // After the free: a daemon still holding the records would answer the goodbye (refresh).
-            self.announcing { $0.withdrawn(key) }
             self.logger.debug("mDNS records withdrawn", metadata: ["mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)"])
         }
         var retry = false
@@ -397,13 +323,9 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             if let group = self.groups[key], group.records == wanted.records, group.index == index, !group.failed || group.collided {
                 continue  // as published (or given up to a collision); a re-created interface (new index) is published again
             }
-            if let group = self.groups[key], group.index != index {
-                self.announcing { $0.forget(key) }  // its records went with the old interface
-            }
             if !self.commit(wanted.records, as: key, probe: wanted.probe, client: client) { retry = true }
         }
         if retry { self.armTimer(after: self.retryDelay) }
-        self.announcing { self.sendAnnouncements($0) }
     }
 
     /// Publishes `records` on `interface` in a fresh (or reset) group; false when it must be retried.
@@ -412,7 +334,6 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         guard let index = AvahiBackend.interfaceIndex(interface) else {
             self.groups[key]?.free(connected: true)
             self.groups[key] = nil
-            self.announcing { $0.forget(key) }
             self.note(interface, "no such network interface; retrying")
             return false
         }
@@ -438,8 +359,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             guard let name = AvahiName.escape(record.name) else { continue }
             // RFC 6762 §2: PTRs are shared; the rest is probed for and owned (§8.1).
             let unique = AVAHI_PUBLISH_UNIQUE.rawValue | (probe ? 0 : AVAHI_PUBLISH_NO_PROBE.rawValue)
-            let announce = self.announcer == nil ? 0 : AVAHI_PUBLISH_NO_ANNOUNCE.rawValue
-            let flags = AvahiPublishFlags((GroupAnnouncer.isUnique(record) ? unique : 0) | announce)
+            let flags = AvahiPublishFlags(record.type != .ptr ? unique : 0)
             let error = self.call("add a record to an entry group") {
                 name.withCString { text in
                     record.rdata.withUnsafeBytes { rdata in
@@ -473,10 +393,6 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     /// Gives the group up until it is asked for with other records (another name).
     private func collided(_ group: PublishedGroup, records: [MDNSRecord]) -> Bool {
         group.reset()
-        self.announcing { announcer in
-            announcer.collided(group.key)
-            self.sendAnnouncements(announcer)
-        }
         group.records = records
         group.failed = true
         group.collided = true
@@ -499,12 +415,6 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         switch state {
         case AVAHI_ENTRY_GROUP_ESTABLISHED:
             self.problems[group.key.interface] = nil
-            if let records = group.records {
-                self.announcing { announcer in
-                    announcer.established(group.key, records: records)
-                    self.sendAnnouncements(announcer)
-                }
-            }
             self.logger.debug(
                 "mDNS records published",
                 metadata: [
@@ -526,42 +436,6 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         default:
             break
         }
-    }
-
-    // MARK: Own announcements (announce poll's lock held)
-
-    /// Sends what is due and sleeps until the next is.
-    private func sendAnnouncements(_ announcer: GroupAnnouncer) {
-        let (errors, next) = announcer.send()
-        for (interface, error) in errors { self.onError(interface); self.logAnnounceProblem(interface, error) }
-        guard let announceTimer, let announcePoll, let next else { return }
-        if !self.announceStarted {
-            // Its thread waits for the lock we hold before it looks at the timer.
-            self.announceStarted = avahi_threaded_poll_start(announcePoll) >= 0
-            if !self.announceStarted { self.logAnnounceProblem("", "cannot start the announcement thread") }
-        }
-        cavahi_timeout_arm(
-            avahi_threaded_poll_get(announcePoll), announceTimer, UInt32(clamping: Int64(next / .milliseconds(1)) + 1))
-    }
-
-    /// The announce thread's timer (its lock held).
-    fileprivate func announceTimerFired() {
-        guard let announcer, self.announceTimer != nil else { return }
-        self.sendAnnouncements(announcer)
-    }
-
-    /// Announcement problems are logged from the announce thread, which may not read `problems`
-    /// (the D-Bus poll's): at debug after the first of each kind per interface.
-    private let announceProblems = Mutex<[String: String]>([:])
-
-    private func logAnnounceProblem(_ interface: String, _ error: String) {
-        let problem = "cannot send mDNS announcements: \(error)"
-        let repeated = self.announceProblems.withLock { problems -> Bool in
-            defer { problems[interface] = problem }
-            return problems[interface] == problem
-        }
-        let metadata: Logger.Metadata = ["mdns.interface": "\(interface)"]
-        if repeated { self.logger.debug("\(problem)", metadata: metadata) } else { self.logger.error("\(problem)", metadata: metadata) }
     }
 
     // MARK: Retry (poll lock held)
@@ -653,11 +527,6 @@ private let publisherGroupCallback: AvahiEntryGroupCallback = { _, state, userda
     guard let userdata else { return }
     let group = Unmanaged<PublishedGroup>.fromOpaque(userdata).takeUnretainedValue()
     group.publisher.groupStateChanged(group, state)
-}
-
-private let announceTimerCallback: AvahiTimeoutCallback = { _, userdata in
-    guard let userdata else { return }
-    Unmanaged<AvahiPublisher>.fromOpaque(userdata).takeUnretainedValue().announceTimerFired()
 }
 
 private let publisherTimerCallback: AvahiTimeoutCallback = { _, userdata in

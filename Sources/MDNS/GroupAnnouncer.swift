@@ -9,9 +9,9 @@ protocol AnnouncementTransport: AnyObject {
 
 /// What the clients on each interface were told about each published group, and the
 /// announcements and goodbyes that follow when a group changes (RFC 6762 §8.3, §8.4, §10.1,
-/// §10.2), for records avahi-daemon holds with `AVAHI_PUBLISH_NO_ANNOUNCE`. The publisher
-/// calls it as avahi's groups come and go; it queues (`AnnouncementQueue`) and sends
-/// (`MulticastSender`). Not thread-safe: `AvahiPublisher` calls it under its poll lock.
+/// §10.2). `LinkResponder` calls it as groups come and go, and answers queries from what it
+/// holds (`held`); it queues (`AnnouncementQueue`) and sends (`MulticastSender`). Not
+/// thread-safe: its responder calls it under its poll lock.
 final class GroupAnnouncer {
     private var queue: AnnouncementQueue
     /// What each group's clients were told. Changed through `tell` only, which keeps `holders`.
@@ -26,8 +26,14 @@ final class GroupAnnouncer {
         var interface: String
         var record: MDNSRecord
     }
-    /// Told before avahi-daemon went away: said goodbye to once it is back, unless published again.
-    private var unconfirmed: [MDNSGroup.Key: [MDNSRecord]] = [:]
+    /// The records held on each interface under each name (every type): what a query there
+    /// is answered from (`QueryAnswerer`). Kept with `holders`.
+    private var byName: [NameOn: [MDNSRecord]] = [:]
+
+    private struct NameOn: Hashable {
+        var interface: String
+        var name: DNSName
+    }
     private let sender: any AnnouncementTransport
     private let origin = ContinuousClock.now
 
@@ -41,7 +47,8 @@ final class GroupAnnouncer {
         set { queue.pacing = newValue }
     }
 
-    private var now: Duration { ContinuousClock.now - origin }
+    /// The announcer's clock (its queue's and the answerer's time).
+    var now: Duration { ContinuousClock.now - origin }
 
     /// RFC 6762 §2: PTRs are shared, the rest is unique (§8.1) and sent with the cache-flush bit.
     static func isUnique(_ record: MDNSRecord) -> Bool { record.type != .ptr }
@@ -60,11 +67,8 @@ final class GroupAnnouncer {
     /// whole RRset of a unique record that changed (the cache-flush bit makes receivers drop
     /// the members they were not sent, §10.2), and says goodbye to what is gone.
     func established(_ key: MDNSGroup.Key, records: [MDNSRecord]) {
-        // After avahi-daemon came back nothing counts as told: all is announced again; what
-        // was told before and is gone gets its goodbye.
-        let stale = unconfirmed.removeValue(forKey: key)
         let before = told[key] ?? []
-        let previous = told[key] ?? stale ?? []
+        let previous = before
         let current = Set(records)
         let changed = Set((records.filter { !before.contains($0) } + before.filter { !current.contains($0) })
             .filter(Self.isUnique).map(RRSetKey.init))
@@ -96,20 +100,28 @@ final class GroupAnnouncer {
         goodbye((tell(key, nil) ?? []).filter(Self.isUnique), key: key)
     }
 
-    /// avahi-daemon went away with every group: what was told is announced again in full once
-    /// it is back, or said goodbye to (`confirm`).
-    func daemonLost() {
-        unconfirmed.merge(told) { old, _ in old }
-        told = [:]
-        holders = [:]
+    /// The groups told.
+    var keys: [MDNSGroup.Key] { Array(told.keys) }
+
+    /// What `key`'s clients were told, nil if nothing.
+    func records(of key: MDNSGroup.Key) -> [MDNSRecord]? { told[key] }
+
+    /// The records held on `interface` under `name`, of every type.
+    func held(_ name: DNSName, on interface: String) -> [MDNSRecord] {
+        byName[NameOn(interface: interface, name: name)] ?? []
     }
 
-    /// Goodbyes for what was told before avahi-daemon went away and is not wanted any more.
-    func confirm(wanted: Set<MDNSGroup.Key>) {
-        for (key, records) in unconfirmed.sorted(by: { $0.key < $1.key }) where !wanted.contains(key) {
-            unconfirmed[key] = nil
-            goodbye(records, key: key)
-        }
+    /// The groups on `interface` whose records include `name` with `type`.
+    func groups(holding name: DNSName, _ type: RRType, on interface: String) -> [MDNSGroup.Key] {
+        told.filter { $0.key.interface == interface && $0.value.contains { $0.type == type && $0.name == name } }
+            .keys.sorted()
+    }
+
+    /// Announces `records`, held on `interface`, again: another host said goodbye to them
+    /// (RFC 6762 §10.1), and its receivers dropped them.
+    func announceAgain(_ records: [MDNSRecord], on interface: String) {
+        let held = records.filter { holders[Holding(interface: interface, record: $0)] != nil }
+        queue.announce(held.map(Self.outgoing), on: interface, now: now)
     }
 
     /// Announces every group again (a link came back: RFC 6762 §8.3 "on a Link Change").
@@ -121,11 +133,10 @@ final class GroupAnnouncer {
 
     /// Goodbyes for everything, sent at once.
     func shutdown() -> [(interface: String, error: String)] {
-        for (key, records) in told.merging(unconfirmed, uniquingKeysWith: { a, _ in a }).sorted(by: { $0.key < $1.key }) {
+        for (key, records) in told.sorted(by: { $0.key < $1.key }) {
             tell(key, nil)
             goodbye(records, key: key)
         }
-        unconfirmed = [:]
         return send(ignoringPacing: true).errors
     }
 
@@ -139,7 +150,7 @@ final class GroupAnnouncer {
         return (errors, queue.nextDue.map { max(.zero, $0 - now) })
     }
 
-    private static func outgoing(_ record: MDNSRecord) -> AnnouncementQueue.Outgoing {
+    static func outgoing(_ record: MDNSRecord) -> AnnouncementQueue.Outgoing {
         .init(record: record, unique: isUnique(record), ttl: MDNSRecord.defaultTTL(for: record.type))
     }
 
@@ -159,12 +170,20 @@ final class GroupAnnouncer {
         let old = if let records { told.updateValue(records, forKey: key) } else { told.removeValue(forKey: key) }
         guard old != records else { return old }
         for record in Set(old ?? []) { release(Holding(interface: key.interface, record: record)) }
-        for record in Set(records ?? []) { holders[Holding(interface: key.interface, record: record), default: 0] += 1 }
+        for record in Set(records ?? []) {
+            let holding = Holding(interface: key.interface, record: record)
+            holders[holding, default: 0] += 1
+            if holders[holding] == 1 { byName[NameOn(interface: key.interface, name: record.name), default: []].append(record) }
+        }
         return old
     }
 
     private func release(_ holding: Holding) {
         guard let count = holders[holding] else { return }
         holders[holding] = count > 1 ? count - 1 : nil
+        guard count == 1 else { return }
+        let name = NameOn(interface: holding.interface, name: holding.record.name)
+        byName[name]?.removeAll { $0 == holding.record }
+        if byName[name]?.isEmpty == true { byName[name] = nil }
     }
 }

@@ -4,7 +4,7 @@ import DNSWire
 /// browse-domain PTRs of RFC 6763 §11, or one far service announced on a client link.
 ///
 /// PTR records are shared (RFC 6762 §2: many responders may answer them). Every other record
-/// is unique: the daemon probes for it (§8.1) and reports a collision when another host owns
+/// is unique: the publisher probes for it (§8.1) and reports a collision when another host owns
 /// the name with other data; identical data on several hosts is no conflict (§8.2).
 public struct MDNSGroup: Hashable, Sendable {
     public struct Key: Hashable, Comparable, Sendable, CustomStringConvertible {
@@ -35,7 +35,9 @@ public struct MDNSGroup: Hashable, Sendable {
     }
 }
 
-/// The publishing side of mDNS as the proxy uses it. Implementation: `AvahiPublisher`.
+/// The publishing side of mDNS as the proxy uses it. Implementations: `AvahiPublisher`
+/// (avahi-daemon's entry groups: the browse domains) and `LinkResponder` (its own responder:
+/// the gateway).
 public protocol MDNSPublisher: AnyObject, Sendable {
     /// Makes `groups` what is published: groups not given any more are withdrawn (mDNS
     /// goodbyes), new ones announced, a changed one withdrawn and announced again, an

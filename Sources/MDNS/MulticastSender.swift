@@ -1,12 +1,15 @@
 import Glibc
 
 /// Sends mDNS packets to 224.0.0.251 and ff02::fb on an interface, from UDP port 5353 as
-/// RFC 6762 §6 requires of responses, beside avahi-daemon's sockets on that port.
+/// RFC 6762 §6 requires of responses, beside avahi-daemon's sockets on that port, and
+/// receives the group's traffic on that interface (the queries a `LinkResponder` answers).
 ///
 /// Each socket is bound to the multicast group itself (not the wildcard) with SO_REUSEADDR,
-/// so the kernel delivers it no unicast datagram for port 5353 (those stay avahi's), and
-/// IP_MULTICAST_ALL off keeps the group's traffic from queueing on it: it only sends. TTL
-/// (hop limit) 255 (§11). Not thread-safe: its owner serialises calls.
+/// so the kernel delivers it no unicast datagram for port 5353 (those stay avahi's); it joins
+/// the group on its interface alone, and IP_MULTICAST_ALL off keeps other interfaces' group
+/// traffic (joined by avahi) off it. TTL (hop limit) 255 (§11). Loopback off: no process on
+/// this host hears what it sends (`LinkResponder` says why). Not thread-safe: its owner
+/// serialises calls.
 final class MulticastSender: AnnouncementTransport {
     private struct Sockets {
         var index: UInt32
@@ -20,19 +23,10 @@ final class MulticastSender: AnnouncementTransport {
 
     /// Sends `packet` on `interface` over IPv4 and IPv6. Returns why it failed on both, or nil.
     func send(_ packet: [UInt8], on interface: String) -> String? {
-        let index = if_nametoindex(interface)
-        guard index != 0 else {
-            close(interface)
-            return "no such network interface"
-        }
-        if sockets[interface]?.index != index {
-            close(interface)
-            sockets[interface] = Sockets(index: index, v4: Self.openV4(index), v6: Self.openV6(index))
-        }
-        guard let entry = sockets[interface] else { return nil }
-        if entry.v4 == nil && entry.v6 == nil {
-            sockets[interface] = nil  // opened again on the next send
-            return "cannot open a socket on UDP port 5353: \(String(cString: strerror(errno)))"
+        guard open(interface), let entry = sockets[interface] else {
+            // Opened again on the next send.
+            return if_nametoindex(interface) == 0
+                ? "no such network interface" : "cannot open a socket on UDP port 5353: \(String(cString: strerror(errno)))"
         }
         var errors: [String] = []
         if let fd = entry.v4 {
@@ -41,11 +35,78 @@ final class MulticastSender: AnnouncementTransport {
             errors.append("IPv4: no socket")
         }
         if let fd = entry.v6 {
-            if let error = Self.send(fd, packet, to: Self.groupV6(index)) { errors.append("IPv6: \(error)") }
+            if let error = Self.send(fd, packet, to: Self.groupV6(entry.index)) { errors.append("IPv6: \(error)") }
         } else {
             errors.append("IPv6: no socket")
         }
         return errors.count == 2 ? errors.joined(separator: "; ") : nil
+    }
+
+    /// Opens `interface`'s sockets if they are not open: true if one is.
+    @discardableResult
+    func open(_ interface: String) -> Bool {
+        let index = if_nametoindex(interface)
+        guard index != 0 else {
+            close(interface)
+            return false
+        }
+        if sockets[interface]?.index != index {
+            close(interface)
+            let entry = Sockets(index: index, v4: Self.openV4(index), v6: Self.openV6(index))
+            guard entry.v4 != nil || entry.v6 != nil else { return false }
+            sockets[interface] = entry
+        }
+        return true
+    }
+
+    /// The open sockets and their interfaces.
+    var descriptors: [(fd: Int32, interface: String)] {
+        sockets.flatMap { interface, entry in [entry.v4, entry.v6].compactMap { $0 }.map { ($0, interface) } }
+    }
+
+    /// A datagram received, and where it came from (for a unicast reply).
+    struct Datagram {
+        var bytes: [UInt8]
+        var source: sockaddr_storage
+        var sourceLength: socklen_t
+        var port: UInt16
+    }
+
+    /// The next datagram waiting on `fd`, nil when none is.
+    static func receive(_ fd: Int32) -> Datagram? {
+        var buffer = [UInt8](repeating: 0, count: 9000)  // RFC 6762 §17: up to 9000 octets
+        var source = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let count = buffer.withUnsafeMutableBytes { bytes in
+            withUnsafeMutablePointer(to: &source) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    recvfrom(fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT), $0, &length)
+                }
+            }
+        }
+        guard count >= 0 else { return nil }
+        let family = Int32(source.ss_family)
+        let port: UInt16 = withUnsafePointer(to: &source) { pointer in
+            switch family {
+            case AF_INET: pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
+            case AF_INET6: pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+            default: 0
+            }
+        }
+        return Datagram(bytes: Array(buffer[..<count]), source: source, sourceLength: length, port: port)
+    }
+
+    /// Sends `packet` back to where `datagram` came from, through `fd` (RFC 6762 §6.7).
+    static func reply(_ packet: [UInt8], to datagram: Datagram, through fd: Int32) -> String? {
+        var source = datagram.source
+        let sent = packet.withUnsafeBytes { bytes in
+            withUnsafePointer(to: &source) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT), $0, datagram.sourceLength)
+                }
+            }
+        }
+        return sent < 0 ? String(cString: strerror(errno)) : nil
     }
 
     func close(_ interface: String) {
@@ -107,15 +168,26 @@ final class MulticastSender: AnnouncementTransport {
         guard fd >= 0 else { return nil }
         var request = ip_mreqn()
         request.imr_ifindex = Int32(index)
+        var membership = ip_mreqn()
+        membership.imr_multiaddr = groupV4.sin_addr
+        membership.imr_ifindex = Int32(index)
         let ready =
             option(fd, SOL_SOCKET, SO_REUSEADDR, 1)
             && option(fd, Int32(IPPROTO_IP), ipMulticastAll, 0)
             && bind(fd, groupV4)
+            && setsockopt(fd, Int32(IPPROTO_IP), IP_ADD_MEMBERSHIP, &membership, socklen_t(MemoryLayout<ip_mreqn>.size)) == 0
             && setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_IF, &request, socklen_t(MemoryLayout<ip_mreqn>.size)) == 0
             && option(fd, Int32(IPPROTO_IP), IP_MULTICAST_TTL, 255)
-            && option(fd, Int32(IPPROTO_IP), IP_MULTICAST_LOOP, 1)
+            && option(fd, Int32(IPPROTO_IP), IP_MULTICAST_LOOP, 0)
         if !ready { _ = Glibc.close(fd) }
         return ready ? fd : nil
+    }
+
+    private static func join(_ fd: Int32, _ index: UInt32) -> Bool {
+        var membership = ipv6_mreq()
+        membership.ipv6mr_multiaddr = groupV6(index).sin6_addr
+        membership.ipv6mr_interface = index
+        return setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_ADD_MEMBERSHIP, &membership, socklen_t(MemoryLayout<ipv6_mreq>.size)) == 0
     }
 
     private static func openV6(_ index: UInt32) -> Int32? {
@@ -126,9 +198,10 @@ final class MulticastSender: AnnouncementTransport {
             && option(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1)
             && option(fd, Int32(IPPROTO_IPV6), ipv6MulticastAll, 0)
             && bind(fd, groupV6(index))
+            && join(fd, index)
             && option(fd, Int32(IPPROTO_IPV6), IPV6_MULTICAST_IF, Int32(index))
             && option(fd, Int32(IPPROTO_IPV6), IPV6_MULTICAST_HOPS, 255)
-            && option(fd, Int32(IPPROTO_IPV6), IPV6_MULTICAST_LOOP, 1)
+            && option(fd, Int32(IPPROTO_IPV6), IPV6_MULTICAST_LOOP, 0)
         if !ready { _ = Glibc.close(fd) }
         return ready ? fd : nil
     }

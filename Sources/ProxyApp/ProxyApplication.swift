@@ -180,19 +180,18 @@ public struct ProxyApplication: Sendable {
         logger.info("shut down", metadata: ["proxy.stats": "\(proxy.stats)"])
     }
 
-    /// The mDNS gateway (`links[].announce`), on an avahi connection of its own; it connects
-    /// only once something is announced. Its shutdown leaves the browses; the publisher's
-    /// (deferred here) withdraws the announcements with goodbyes.
+    /// The mDNS gateway (`links[].announce`), with a responder of its own for what it announces
+    /// (`LinkResponder`: no avahi connection; its thread starts once something is announced).
+    /// Its shutdown leaves the browses; the responder's withdraws the announcements (goodbyes).
     private func makeGateway(proxy: DiscoveryProxy, scheduler: any ProxyScheduler) throws -> GatewayHandle {
         let collisions = CollisionForwarder()
-        let publisher: AvahiPublisher
+        let publisher: LinkResponder
         do {
-            // Announcing itself; the gateway sets the configured budget at start and on reload.
-            publisher = try AvahiPublisher(
-                logger: logger, announcing: AnnouncementPacing(), onCollision: { collisions.forward($0) },
-                onError: { collisions.failed(on: $0) })
+            // The gateway sets the configured announcement budget at start and on reload.
+            publisher = try LinkResponder(
+                logger: logger, onCollision: { collisions.forward($0) }, onError: { collisions.failed(on: $0) })
         } catch {
-            throw StartupError("cannot start the avahi client: \(error)")
+            throw StartupError("cannot start the mDNS responder: \(error)")
         }
         let gateway = Gateway(proxy: proxy, publisher: publisher, scheduler: scheduler, logger: logger)
         collisions.gateway.withLock { $0 = gateway }
@@ -231,7 +230,7 @@ public struct ProxyApplication: Sendable {
 /// announcements withdrawn.
 struct GatewayHandle: Sendable {
     let gateway: Gateway
-    let publisher: AvahiPublisher
+    let publisher: LinkResponder
 
     func shutdown() {
         gateway.shutdown()

@@ -92,18 +92,19 @@ import Testing
         #expect(try capture.take() == ["P._ipp._tcp.local. TXT 0"])
     }
 
-    @Test("after avahi-daemon comes back: announced again in full; what is not wanted any more gets goodbyes")
-    func daemonRestart() throws {
-        let (announcer, capture) = announcer()
+    @Test("what is held under a name is what the groups hold now, each record once")
+    func heldByName() throws {
+        let (announcer, _) = announcer()
+        let other = MDNSGroup.Key(interface: "eth2", name: "other")
         announcer.established(Self.key, records: [Self.ptr, Self.txt1])
-        announcer.established(Self.host, records: [Self.a1])
-        _ = announcer.send()
-        _ = try capture.take()
-        announcer.daemonLost()
-        announcer.confirm(wanted: [Self.key])
-        announcer.established(Self.key, records: [Self.ptr, Self.txt2])
-        _ = announcer.send()
-        #expect(try capture.take() == ["p-lab1.local. A 0", "_ipp._tcp.local. PTR 4500", "P._ipp._tcp.local. TXT 4500"])
+        announcer.established(other, records: [Self.ptr])
+        #expect(announcer.held(try DNSName("_ipp._tcp.local."), on: "eth2") == [Self.ptr])
+        #expect(announcer.held(try DNSName("p._IPP._tcp.local."), on: "eth2") == [Self.txt1])
+        #expect(announcer.held(try DNSName("_ipp._tcp.local."), on: "eth3").isEmpty)
+        #expect(announcer.groups(holding: try DNSName("P._ipp._tcp.local."), .txt, on: "eth2") == [Self.key])
+        announcer.withdrawn(Self.key)
+        #expect(announcer.held(try DNSName("_ipp._tcp.local."), on: "eth2") == [Self.ptr])
+        #expect(announcer.held(try DNSName("P._ipp._tcp.local."), on: "eth2").isEmpty)
     }
 
     @Test("a link that came back: everything is announced again (§8.3)")

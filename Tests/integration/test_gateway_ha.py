@@ -82,8 +82,8 @@ def test_one_router_going_away_leaves_the_announcements_in_place(ha, lab):
     """The other router's identical records keep answering. One router's shutdown sends
     goodbyes (RFC 6762 §10.1) for records the other still owns: a watching client (python-
     zeroconf drops a record at its goodbye) loses the far instances until the other router's
-    avahi-daemon announces them again, measured at about 1 s; it must be back within 2 s and
-    stay."""
+    responder, seeing goodbyes for records it holds, announces them again (RFC 6762 §10.1); it
+    must be back within 2 s and stay."""
     ha.wait_browse(lambda f: "Gw Printer" in f, "Gw Printer on the client link")
     out = os.path.join(lab.dir, "gw-ha-watch.log")
     with open(out, "w") as f:
