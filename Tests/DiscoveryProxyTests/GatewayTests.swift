@@ -45,7 +45,28 @@ struct GatewayTests {
         for address in addresses {
             if case .a = address { h.backend.add("printer.local.", .a, address) } else { h.backend.add("printer.local.", .aaaa, address) }
         }
+        h.backend.emitToAll(.allForNow)  // the daemon's cache delivered: every lookup asks the link
         h.clock.advance(by: .seconds(7))  // past the usable-target recheck (RFC 8766 §5.5.2)
+    }
+
+    @Test("issue 45: a far instance is reported held back only once its lookups ask the link, and 3 s after")
+    func heldReportWaitsForTheDaemon() throws {
+        let (h, gateway, _) = harness()
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")))
+        h.clock.advance(by: .milliseconds(200))
+        h.backend.add("Printer._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("printer.local.")))
+        h.backend.add("Printer._ipp._tcp.local.", .txt, .txt(txt))
+        h.clock.advance(by: .milliseconds(200))
+        h.backend.add("printer.local.", .a, .a([169, 254, 7, 7]))
+        // The AAAA lookup is still queued in the backend (no cache delivered, no result).
+        h.clock.advance(by: .seconds(10))
+        #expect(gateway.status.first?.heldBack == [])
+        h.backend.emit(.allForNow, name: "printer.local.", type: .aaaa)
+        h.clock.advance(by: .seconds(2))
+        #expect(gateway.status.first?.heldBack == [])
+        h.clock.advance(by: .seconds(2))
+        #expect(gateway.status.first?.heldBack.map(\.instance) == ["Printer._ipp._tcp"])
+        withExtendedLifetime(gateway) {}
     }
 
     @Test("a far instance becomes PTR, SRV, TXT (byte-exact) and its host's routable addresses on the client link")

@@ -124,6 +124,9 @@ struct Browse: Sendable {
     /// A RECONFIRM restarted the mDNS query: records not delivered again by its next
     /// "all for now" are gone (`MDNSEvent.verifying`).
     var verifying = false
+    /// The daemon has delivered what it had cached ("all for now"): the query is asking the
+    /// link, not waiting in the backend's queue. What the gateway's held-back reports wait for.
+    var drained = false
 
     init(generation: UInt32, startedAt: Duration, lastUsed: Duration) {
         self.generation = generation

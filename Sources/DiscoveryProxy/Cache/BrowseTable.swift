@@ -252,6 +252,7 @@ struct BrowseTable: Sendable {
             browse.verifying = true
             browse.records.updateValues { $0.copies = 0 }
         case .allForNow:
+            browse.drained = true
             if browse.verifying {
                 browse.verifying = false
                 let gone = browse.records.removeAll { $0.copies == 0 }
@@ -273,6 +274,7 @@ struct BrowseTable: Sendable {
             browse.records.removeAll()
             browse.hasResults = false
             browse.verifying = false
+            browse.drained = false
             browse.startedAt = now
             reception.invalidates = true
         }

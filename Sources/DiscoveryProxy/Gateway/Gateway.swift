@@ -58,6 +58,8 @@ public final class Gateway: Sendable {
     /// How long a far instance may stay incomplete (no SRV, no routable address) before it is
     /// reported held back: longer than its records take to arrive one after the other.
     public static let heldAfter: Duration = .seconds(3)
+    /// How often a pass looks again whether a held instance's lookups ask the link yet.
+    static let askingRecheck: Duration = .milliseconds(500)
 
     private let proxy: DiscoveryProxy
     private let publisher: any MDNSPublisher
@@ -127,6 +129,9 @@ public final class Gateway: Sendable {
         var session: Int
         var records = FarRecords()
         var subscriptions: [RecordKey: (id: UInt16, keys: [BrowseKey], since: Duration)] = [:]
+        /// When a pass first found each subscription's lookups asking the link (the daemon
+        /// delivered its cache or results): a lookup queued in the backend has not had its chance.
+        var asking: [RecordKey: Duration] = [:]
         var keysByID: [UInt16: RecordKey] = [:]
         var nextID: UInt16 = 0
     }
@@ -225,7 +230,10 @@ public final class Gateway: Sendable {
                     model.routes[index].records.apply(change, to: key)
                     // The browse started over (the daemon went away or came back): until it has
                     // been followed `clientSettle` again, what it lacks is unknown, not absent.
-                    if change.ttl == PushChange.removeSetTTL { model.routes[index].subscriptions[key]?.since = now }
+                    if change.ttl == PushChange.removeSetTTL {
+                        model.routes[index].subscriptions[key]?.since = now
+                        model.routes[index].asking[key] = nil
+                    }
                 }
             }
             for key in batch.collisions {
@@ -247,6 +255,7 @@ public final class Gateway: Sendable {
             for index in model.routes.indices {
                 follow(&model.routes[index], now: now)
                 model.routes[index].records.prune()
+                noteAsking(&model.routes[index], now: now)
             }
             let (groups, status, waiting, levels) = Self.groups(
                 model.routes, renames: model.renames, onAir: model.levels, now: now)
@@ -308,6 +317,7 @@ public final class Gateway: Sendable {
                     state.keysByID[subscription.id] = nil
                     for browse in subscription.keys { proxy.unsubscribe(from: browse, session: state.session, id: subscription.id) }
                 }
+                state.asking[key] = nil
                 state.records.drop(key)
             }
             for key in wanted.subtracting(current).sorted(by: { $0.name.description < $1.name.description }) {
@@ -329,6 +339,17 @@ public final class Gateway: Sendable {
                 changed = changed || !initial.isEmpty
             }
             if !changed { return }
+        }
+    }
+
+    /// Notes which of the route's subscriptions ask the link now (one lock for all not yet
+    /// seen asking).
+    private func noteAsking(_ state: inout RouteState, now: Duration) {
+        let waiting = state.subscriptions.filter { state.asking[$0.key] == nil }
+        guard !waiting.isEmpty else { return }
+        let keys = Array(waiting.keys)
+        for (key, asking) in zip(keys, proxy.areAsking(keys.map { waiting[$0]?.keys ?? [] })) where asking {
+            state.asking[key] = now
         }
     }
 
@@ -360,13 +381,18 @@ public final class Gateway: Sendable {
             let (services, held) = state.records.survey(route)
             var heldBack: [AnnouncementStatus.HeldBack] = []
             for (instance, why) in held {
-                // Reported once its SRV and its targets' addresses have been followed `heldAfter`:
-                // records arrive one by one, and lookups wait for their budget.
-                guard let srvSince = state.subscriptions[RecordKey(name: instance, type: .srv)]?.since else { continue }
-                let addresses = state.records.targets(of: instance, route).flatMap {
+                // Reported once its SRV and its targets' addresses have asked the link for
+                // `heldAfter`: records arrive one by one, and lookups wait for their budget and
+                // then in the backend's queue (issue 45: a thousand far devices' lookups).
+                let lookups = [RecordKey(name: instance, type: .srv)] + state.records.targets(of: instance, route).flatMap {
                     [RecordKey(name: $0, type: .a), RecordKey(name: $0, type: .aaaa)]
                 }
-                let since = addresses.compactMap { state.subscriptions[$0]?.since }.reduce(srvSince, max)
+                let asking = lookups.map { state.asking[$0] }
+                guard !asking.contains(nil) else {
+                    waiting = min(waiting ?? .seconds(3600), askingRecheck)
+                    continue
+                }
+                let since = asking.compactMap { $0 }.reduce(Duration.zero, max)
                 guard now - since >= heldAfter else {
                     waiting = min(waiting ?? .seconds(3600), heldAfter - (now - since))
                     continue

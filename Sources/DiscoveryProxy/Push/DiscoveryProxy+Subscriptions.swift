@@ -115,6 +115,16 @@ extension DiscoveryProxy {
         state.withLock { state in keys.compactMap { state.table.browses[$0]?.startedAt }.max() }
     }
 
+    /// For each set of browses, whether all of them ask the link now: their daemon has
+    /// delivered its cache or results (a query still queued in the backend has not asked yet).
+    func areAsking(_ sets: [[BrowseKey]]) -> [Bool] {
+        state.withLock { state in
+            sets.map { keys in
+                keys.allSatisfy { key in state.table.browses[key].map { $0.drained || $0.hasResults } ?? false }
+            }
+        }
+    }
+
     /// Leaves the browse; once nobody subscribes it is released by the idle sweep.
     func unsubscribe(from key: BrowseKey, session: Int, id: UInt16) {
         let now = scheduler.now()
