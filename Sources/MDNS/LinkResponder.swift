@@ -22,7 +22,11 @@ internal import CAvahiClient
 /// packet of ours comes back as another host's.
 ///
 /// One thread (an avahi threaded poll: a timer and the sockets' watches, no D-Bus), started
-/// with the first publication; every field is guarded by its lock.
+/// with the first publication; every field is guarded by its lock. Sockets are sent on,
+/// opened, closed and watched on that thread only: avahi's poll asserts when a watch appears
+/// between its poll(2) and its dispatch, and a socket closed under a live watch could leave
+/// the watch reading a descriptor number the process has given to another socket. Callers
+/// change what is published and wake it.
 public final class LinkResponder: MDNSPublisher, @unchecked Sendable {
     private let logger: Logger
     private let poll: OpaquePointer  // AvahiThreadedPoll*
@@ -83,25 +87,26 @@ public final class LinkResponder: MDNSPublisher, @unchecked Sendable {
                 started = avahi_threaded_poll_start(poll) >= 0
                 if !started { problem("", "cannot start the mDNS responder's thread") }
             }
-            flush()
+            wake()
         }
     }
 
     public func shutdown() {
-        let stop = locked { () -> Bool in
-            guard !isShutDown else { return false }
-            isShutDown = true
-            // Goodbyes for everything, at once (RFC 6762 §10.1).
-            for (interface, error) in announcer.shutdown() {
-                logger.error("cannot send mDNS goodbyes: \(error)", metadata: ["mdns.interface": "\(interface)"])
-            }
-            for entry in watches.values { cavahi_watch_free(pollAPI, entry.watch) }
-            watches = [:]
-            if let timer { cavahi_timeout_free(pollAPI, timer) }
-            timer = nil
-            return started
+        let first = locked { () -> Bool in
+            defer { isShutDown = true }
+            return !isShutDown
         }
-        if stop { avahi_threaded_poll_stop(poll) }
+        guard first else { return }
+        // Its thread is stopped first: what follows touches the sockets.
+        if started { avahi_threaded_poll_stop(poll) }
+        for entry in watches.values { cavahi_watch_free(pollAPI, entry.watch) }
+        watches = [:]
+        if let timer { cavahi_timeout_free(pollAPI, timer) }
+        timer = nil
+        // Goodbyes for everything, at once (RFC 6762 §10.1).
+        for (interface, error) in announcer.shutdown() {
+            logger.error("cannot send mDNS goodbyes: \(error)", metadata: ["mdns.interface": "\(interface)"])
+        }
     }
 
     public func pace(_ pacing: AnnouncementPacing) {
@@ -112,7 +117,7 @@ public final class LinkResponder: MDNSPublisher, @unchecked Sendable {
         locked {
             guard !isShutDown else { return }
             announcer.reannounce()
-            flush()
+            wake()
         }
     }
 
@@ -120,6 +125,11 @@ public final class LinkResponder: MDNSPublisher, @unchecked Sendable {
         avahi_threaded_poll_lock(poll)
         defer { avahi_threaded_poll_unlock(poll) }
         return body()
+    }
+
+    /// Has the responder's thread send what is due now (its lock held).
+    private func wake() {
+        if let timer { cavahi_timeout_arm(pollAPI, timer, 0) }
     }
 
     // MARK: The responder's thread (its lock held)

@@ -78,8 +78,17 @@ public struct ProxyApplication: Sendable {
             throw StartupError("cannot start the avahi client: \(error)")
         }
         defer { backend.shutdown() }
+        // Listens only on the gateway's far links, once it has routes (`Gateway.start`).
+        let snooper: LinkSnooper
+        do {
+            snooper = try LinkSnooper(logger: logger)
+        } catch {
+            throw StartupError("cannot start the mDNS listener: \(error)")
+        }
+        defer { snooper.shutdown() }
         let proxy = DiscoveryProxy(
-            configuration: proxyConfiguration, backend: backend, scheduler: timers.proxy, logger: logger)
+            configuration: proxyConfiguration, backend: backend, scheduler: timers.proxy, logger: logger,
+            linkCache: snooper)
         defer { proxy.shutdown() }
         for link in proxyConfiguration.links {
             logger.info(
@@ -137,7 +146,7 @@ public struct ProxyApplication: Sendable {
             publisher.publish(advertisement.groups)
         }
         advertise(configuration, interfaces)
-        let gateway = try makeGateway(proxy: proxy, scheduler: timers.gateway)
+        let gateway = try makeGateway(proxy: proxy, scheduler: timers.gateway, snooper: snooper)
         defer { gateway.shutdown() }
         let reloader = Reloader(
             load: reload, proxy: proxy, running: configuration, logger: logger, onApply: advertise)
@@ -183,7 +192,7 @@ public struct ProxyApplication: Sendable {
     /// The mDNS gateway (`links[].announce`), with a responder of its own for what it announces
     /// (`LinkResponder`: no avahi connection; its thread starts once something is announced).
     /// Its shutdown leaves the browses; the responder's withdraws the announcements (goodbyes).
-    private func makeGateway(proxy: DiscoveryProxy, scheduler: any ProxyScheduler) throws -> GatewayHandle {
+    private func makeGateway(proxy: DiscoveryProxy, scheduler: any ProxyScheduler, snooper: LinkSnooper) throws -> GatewayHandle {
         let collisions = CollisionForwarder()
         let publisher: LinkResponder
         do {
@@ -193,7 +202,9 @@ public struct ProxyApplication: Sendable {
         } catch {
             throw StartupError("cannot start the mDNS responder: \(error)")
         }
-        let gateway = Gateway(proxy: proxy, publisher: publisher, scheduler: scheduler, logger: logger)
+        let gateway = Gateway(
+            proxy: proxy, publisher: publisher, scheduler: scheduler, logger: logger,
+            listen: { snooper.listen(on: $0) })
         collisions.gateway.withLock { $0 = gateway }
         gateway.start()
         return GatewayHandle(gateway: gateway, publisher: publisher)

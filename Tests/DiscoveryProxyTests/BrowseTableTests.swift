@@ -246,6 +246,21 @@ struct BrowseTableTests {
         #expect(table.browses[key]?.records.isEmpty == true)
     }
 
+    @Test("a seeded browse starts with what the link said; \"all for now\" keeps what the daemon delivers and removes the rest")
+    func seeded() throws {
+        var table = BrowseTable()
+        let other = MDNSRecord(name: instance.name, type: .ptr, rdata: try DNSName("Q._ipp._tcp.local.").wireBytes)
+        let (records, start) = table.subscribe(key, now: .zero, configuration: immediate, budget: .gateway, seed: [instance, other])
+        #expect(records.compactMap(\.rdata) == [.ptr(try DNSName("P._ipp._tcp.local.")), .ptr(try DNSName("Q._ipp._tcp.local."))])
+        let begun = try #require(start)
+        _ = table.receive(.added(instance), for: key, generation: begun.generation, now: .zero, configuration: immediate)
+        #expect(table.browses[key]?.drained == false && table.browses[key]?.verifying == true)
+        let reception = table.receive(.allForNow, for: key, generation: begun.generation, now: .zero, configuration: immediate)
+        #expect(reception.changes.count == 1)
+        #expect(table.browses[key]?.orderedRecords.compactMap(\.rdata) == [.ptr(try DNSName("P._ipp._tcp.local."))])
+        #expect(table.browses[key]?.drained == true && table.browses[key]?.verifying == false)
+    }
+
     @Test("after close nothing starts")
     func closed() {
         var table = BrowseTable()

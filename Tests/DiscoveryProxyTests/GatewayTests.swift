@@ -49,6 +49,44 @@ struct GatewayTests {
         h.clock.advance(by: .seconds(7))  // past the usable-target recheck (RFC 8766 §5.5.2)
     }
 
+    /// What a far link said lately, as `LinkSnooper` keeps it.
+    final class HeardLink: MDNSLinkCache {
+        let records: [MDNSRecord]
+        init(_ records: [MDNSRecord]) { self.records = records }
+        func records(for question: MDNSQuestion) -> [MDNSRecord] {
+            question.interface == "eth1" ? records.filter { $0.name == question.name && $0.type == question.type } : []
+        }
+    }
+
+    @Test("issue 45: lookups start from what the far link announced; avahi's cache dump confirms it or drops it")
+    func seededFromTheFarLink() throws {
+        let srv = try RData.srv(priority: 0, weight: 0, port: 631, target: DNSName("printer.local.")).wireBytes()
+        let heard = HeardLink([
+            MDNSRecord(name: try DNSName("Printer._ipp._tcp.local."), type: .srv, rdata: srv),
+            MDNSRecord(name: try DNSName("Printer._ipp._tcp.local."), type: .txt, rdata: txt),
+            MDNSRecord(name: try DNSName("printer.local."), type: .a, rdata: [192, 0, 2, 7]),
+            MDNSRecord(name: try DNSName("printer.local."), type: .a, rdata: [192, 0, 2, 8]),
+        ])
+        let h = Harness(linkCache: heard) { config in
+            config.links[1].announce = [Announcement(from: try! DNSName("lab1.example."), services: ServiceFilter(allow: ["_ipp._tcp"]))]
+        }
+        let publisher = CapturePublisher()
+        let gateway = Gateway(proxy: h.proxy, publisher: publisher, scheduler: h.clock, logger: Logger(label: "test"))
+        gateway.start()
+        h.clock.advance(by: .milliseconds(20))
+        h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")))
+        h.clock.advance(by: .milliseconds(1100))  // past `clientSettle`; the backend has delivered nothing else
+        let host = try #require(publisher.group("host printer-lab1.local."))
+        #expect(host.records.map(\.rdata) == [[192, 0, 2, 7], [192, 0, 2, 8]])
+        #expect(publisher.group(Self.printer)?.records.contains { $0.type == .txt && $0.rdata == txt } == true)
+        // avahi's cache has one of the two addresses: the other goes at its "all for now".
+        h.backend.add("printer.local.", .a, .a([192, 0, 2, 7]))
+        h.backend.emit(.allForNow, name: "printer.local.", type: .a)
+        h.clock.advance(by: .milliseconds(100))
+        #expect(publisher.group("host printer-lab1.local.")?.records.map(\.rdata) == [[192, 0, 2, 7]])
+        withExtendedLifetime(gateway) {}
+    }
+
     @Test("issue 45: a far instance is reported held back only once its lookups ask the link, and 3 s after")
     func heldReportWaitsForTheDaemon() throws {
         let (h, gateway, _) = harness()

@@ -12,7 +12,10 @@ struct Harness {
     let clock = ManualScheduler()
     let proxy: DiscoveryProxy
 
-    init(metrics: (any MetricsFactory)? = nil, _ adjust: (inout ProxyConfiguration) -> Void = { _ in }) {
+    init(
+        metrics: (any MetricsFactory)? = nil, linkCache: (any MDNSLinkCache)? = nil,
+        _ adjust: (inout ProxyConfiguration) -> Void = { _ in }
+    ) {
         var config = ProxyConfiguration(
             links: [
                 Link(interface: "eth1", zone: try! DNSName("lab1.example."), subnets: [IPPrefix("192.0.2.0/24")!, IPPrefix("2001:db8:1::/64")!]),
@@ -23,7 +26,7 @@ struct Harness {
         adjust(&config)
         proxy = DiscoveryProxy(
             configuration: config, backend: backend, scheduler: clock, logger: Logger(label: "test"),
-            metricsFactory: metrics ?? MetricsSystem.factory)
+            metricsFactory: metrics ?? MetricsSystem.factory, linkCache: linkCache)
     }
 
     /// A harness whose `_ipp._tcp` browse on lab1 has `instance` as its one record and is a

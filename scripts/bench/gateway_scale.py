@@ -4,7 +4,7 @@ avahi-daemon 0.8's reflector, in the gateway lab (Tests/integration/test_gateway
 
     DPT_LAB_ID=gs DISCOVERY_PROXY_BIN=<exe> /usr/bin/python3 scripts/bench/gateway_scale.py \
         --count 1000 --seconds 60 [--system gateway|reflector|direct|both] [--type _ipp._tcp] \
-        [--sample 50] [--json OUT]
+        [--sample 50] [--announce-burst PACKETS] [--json OUT]
 
 Each system runs on a lab of its own, started fresh, one after the other (`both`: the gateway,
 then the reflector). In each:
@@ -207,6 +207,8 @@ def run_system(system, args):
         if system == "gateway":
             with open(g.config, "w") as f:
                 f.write(G.config((args.type,), subtypes=(), log="info"))
+                if args.announce_burst is not None:
+                    f.write("mdns-announce-burst: %d\n" % args.announce_burst)
             g.start_proxy()
             pids["proxy"] = lab_.procs["gw-proxy"].pid
         settled = probes.settle(list(pids.values()))
@@ -354,6 +356,8 @@ def main(argv=None):
                     help="the crowd's first address: in the far link's 192.0.2.0/24, above the lab's .1, .2, .10")
     ap.add_argument("--sample", type=int, default=50, help="instances the watcher resolves at the end")
     ap.add_argument("--json", metavar="OUT")
+    ap.add_argument("--announce-burst", type=int, metavar="PACKETS",
+                    help="the proxy's mdns-announce-burst (default: the proxy's default, 40)")
     args = ap.parse_args(argv)
     if not 1 <= args.count <= 9999 or not 10 <= args.seconds <= 600:
         ap.error("--count must be 1 to 9999 and --seconds 10 to 600")

@@ -132,8 +132,14 @@ struct BrowseTable: Sendable {
     /// A DNS Push subscriber joins `key`'s browse: its records if it has results, or a new
     /// browse, paced by the link's rate limit for `budget` like a miss (§9.3) but never
     /// refused for it: a subscriber can wait.
+    ///
+    /// `seed`: what the link's responses said lately for `key` (`MDNSLinkCache`). A new browse
+    /// starts with it, provisionally: the records are held as a RECONFIRM holds them
+    /// (`verifying`, no copy counted), so the daemon's "all for now" keeps those it delivers
+    /// too and removes the rest.
     mutating func subscribe(
-        _ key: BrowseKey, now: Duration, configuration: ProxyConfiguration, budget: QueryBudget = .clients
+        _ key: BrowseKey, now: Duration, configuration: ProxyConfiguration, budget: QueryBudget = .clients,
+        seed: [MDNSRecord] = []
     ) -> (records: [CachedRecord], start: Start?) {
         if var browse = browses[key] {
             browse.lastUsed = now
@@ -147,8 +153,19 @@ struct BrowseTable: Sendable {
         buckets[bucketKey] = bucket
         let start = Start(key: key, generation: takeGeneration(), delay: delay)
         released[key] = nil
-        browses[key] = Browse(generation: start.generation, startedAt: now + delay, lastUsed: now)
-        return ([], start)
+        var browse = Browse(generation: start.generation, startedAt: now + delay, lastUsed: now)
+        for record in seed where browse.records[record] == nil {
+            var state = RecordState(record, order: browse.nextOrder, seenAt: now)
+            state.copies = 0
+            browse.records[record] = state
+            browse.nextOrder += 1
+        }
+        if !browse.records.isEmpty {
+            browse.verifying = true
+            browse.hasResults = true
+        }
+        browses[key] = browse
+        return (browse.hasResults ? browse.orderedRecords : [], start)
     }
 
     /// Marks a browse used now (a subscriber left it: the idle timeout counts from here).

@@ -148,12 +148,13 @@ public struct ProxyConfiguration: Sendable {
     /// addresses of each instance it announces; `QueryBudget.gateway`), in lookups, not
     /// packets: avahi asks each new lookup's question at once, then 1, 2, 4 … s later, and
     /// packs what is due together (about 30 questions to a packet). Measured with 1,000 far
-    /// devices (docs/BENCHMARKS.md, issue 45): 4,000 lookups; at 250 a second they held the
-    /// first sight back to p50 10 s; at 1,000 the router asked the far link in 50-72 IPv4
-    /// packets a second for 5 s, then under 45 (RFC 8766 §9.3 recommends 20 a second on
-    /// 802.11 for what clients cause). Pacing in packets is still to come (issue 45).
-    public var gatewayLookupsPerSecond: Double = 1000
-    public var gatewayLookupBurst: Double = 2000
+    /// devices (docs/BENCHMARKS.md, issue 45): 4,000 lookups, 20-35 query packets a second
+    /// for the first 17 s, 60 at the peak; at 1,000 lookups a second, 50-72 for 5 s (RFC 8766
+    /// §9.3 recommends 20 a second on 802.11 for what clients cause). The lookups start from
+    /// what the far link announced (`LinkSnooper`) and only confirm it, so this pace no
+    /// longer holds the first sight back. Pacing in packets is still to come (issue 45).
+    public var gatewayLookupsPerSecond: Double = 250
+    public var gatewayLookupBurst: Double = 500
     /// Budget of the mDNS gateway's announcements and goodbyes, per client link (packets).
     public var mdnsAnnouncePacing = AnnouncementPacing()
     /// Largest UDP answer we send, whatever the client advertises (RFC 6891 §6.2.5).

@@ -21,6 +21,8 @@ import Synchronization
 /// outside the mutex.
 public final class DiscoveryProxy: MDNSQueryReceiver {
     let backend: any MDNSBackend
+    /// What far links said lately, for the gateway's lookups to start from (`LinkSnooper`).
+    let linkCache: (any MDNSLinkCache)?
     let scheduler: any ProxyScheduler
     let logger: Logger
     let output: AnswerOutput
@@ -60,10 +62,11 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     /// bootstrapped factory by default.
     public init(
         configuration: ProxyConfiguration, backend: any MDNSBackend, scheduler: any ProxyScheduler,
-        logger: Logger, metricsFactory: any MetricsFactory = MetricsSystem.factory
+        logger: Logger, metricsFactory: any MetricsFactory = MetricsSystem.factory, linkCache: (any MDNSLinkCache)? = nil
     ) {
         self.current = Mutex(QueryIntake(catalog: Catalog(configuration: configuration)))
         self.backend = backend
+        self.linkCache = linkCache
         self.scheduler = scheduler
         self.logger = logger
         self.output = AnswerOutput(scheduler: scheduler, logger: logger, metrics: ProxyMetrics(factory: metricsFactory))

@@ -65,6 +65,8 @@ public final class Gateway: Sendable {
     private let publisher: any MDNSPublisher
     private let scheduler: any ProxyScheduler
     private let logger: Logger
+    /// Told the far links' interfaces at each rebuild: what a `LinkSnooper` listens to.
+    private let listen: @Sendable (Set<String>) -> Void
     private let inbox = Mutex(Inbox())
     private let model = Mutex(Model())
 
@@ -136,8 +138,12 @@ public final class Gateway: Sendable {
         var nextID: UInt16 = 0
     }
 
-    public init(proxy: DiscoveryProxy, publisher: any MDNSPublisher, scheduler: any ProxyScheduler, logger: Logger) {
+    public init(
+        proxy: DiscoveryProxy, publisher: any MDNSPublisher, scheduler: any ProxyScheduler, logger: Logger,
+        listen: @escaping @Sendable (Set<String>) -> Void = { _ in }
+    ) {
         self.proxy = proxy
+        self.listen = listen
         self.publisher = publisher
         self.scheduler = scheduler
         self.logger = logger
@@ -296,6 +302,7 @@ public final class Gateway: Sendable {
             ])
         }
         model.routes = kept
+        listen(Set(kept.map(\.route.far.interface)))
         let live = Set(kept.map(\.route.client.interface))
         model.renames = model.renames.filter { live.contains($0.key.interface) }
     }

@@ -77,8 +77,11 @@ extension DiscoveryProxy {
         let now = scheduler.now()
         let configuration = self.configuration
         var pending = false
+        // The gateway's lookups start from what the far link said lately (`LinkSnooper`).
+        let seed = budget == .gateway ? linkCache?.records(for: key) ?? [] : []
         let (initial, start) = state.withLock { state in
-            let (records, start) = state.table.subscribe(key, now: now, configuration: configuration, budget: budget)
+            let (records, start) = state.table.subscribe(
+                key, now: now, configuration: configuration, budget: budget, seed: seed)
             var subscriber = subscriber
             let initial = SubscriptionTable.initial(
                 for: &subscriber, records: records, key: key, in: state.table, now: now,
@@ -116,11 +119,14 @@ extension DiscoveryProxy {
     }
 
     /// For each set of browses, whether all of them ask the link now: their daemon has
-    /// delivered its cache or results (a query still queued in the backend has not asked yet).
+    /// delivered its cache or results (a query still queued in the backend has not asked
+    /// yet, and seeded records are not the daemon's).
     func areAsking(_ sets: [[BrowseKey]]) -> [Bool] {
         state.withLock { state in
             sets.map { keys in
-                keys.allSatisfy { key in state.table.browses[key].map { $0.drained || $0.hasResults } ?? false }
+                keys.allSatisfy { key in
+                    state.table.browses[key].map { $0.drained || ($0.hasResults && !$0.verifying) } ?? false
+                }
             }
         }
     }
