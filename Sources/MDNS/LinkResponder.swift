@@ -138,9 +138,11 @@ public final class LinkResponder: MDNSPublisher, @unchecked Sendable {
     /// the next is due.
     private func flush() {
         let now = announcer.now
-        for (interface, answers, additional) in answerer.due(now: now) {
+        for (channel, answers, additional) in answerer.due(now: now) {
             for packet in MDNSResponseEncoder.packets(answers, additional: additional, limit: AnnouncementQueue.packetSize) {
-                if let error = sender.send(packet.bytes, on: interface) { problem(interface, error) }
+                if let error = sender.send(packet.bytes, on: channel.interface, over: channel.family) {
+                    problem(channel.interface, error)
+                }
             }
         }
         let (errors, next) = announcer.send()
@@ -179,7 +181,10 @@ public final class LinkResponder: MDNSPublisher, @unchecked Sendable {
         for _ in 0..<Self.readBatch {
             guard let datagram = MulticastSender.receive(fd) else { break }
             guard let message = try? Message(wire: datagram.bytes) else { continue }
-            let reaction = answerer.received(message, port: datagram.port, on: interface, now: announcer.now) {
+            let channel = QueryAnswerer.Channel(interface: interface, family: datagram.family)
+            let reaction = answerer.received(
+                message, from: datagram.address, port: datagram.port, on: channel, now: announcer.now
+            ) {
                 announcer.held($0, on: interface)
             }
             if let reply = reaction.legacyReply, let error = MulticastSender.reply(reply, to: datagram, through: fd) {

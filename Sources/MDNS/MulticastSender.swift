@@ -21,25 +21,31 @@ final class MulticastSender: AnnouncementTransport {
 
     deinit { for interface in Array(sockets.keys) { close(interface) } }
 
+    enum Family: Hashable, Comparable { case v4, v6 }
+
     /// Sends `packet` on `interface` over IPv4 and IPv6. Returns why it failed on both, or nil.
-    func send(_ packet: [UInt8], on interface: String) -> String? {
+    func send(_ packet: [UInt8], on interface: String) -> String? { send(packet, on: interface, over: nil) }
+
+    /// Sends `packet` on `interface` over `family` (nil: both). Returns why it failed (on both), or nil.
+    func send(_ packet: [UInt8], on interface: String, over family: Family?) -> String? {
         guard open(interface), let entry = sockets[interface] else {
             // Opened again on the next send.
             return if_nametoindex(interface) == 0
                 ? "no such network interface" : "cannot open a socket on UDP port 5353: \(String(cString: strerror(errno)))"
         }
         var errors: [String] = []
-        if let fd = entry.v4 {
-            if let error = Self.send(fd, packet, to: Self.groupV4) { errors.append("IPv4: \(error)") }
-        } else {
-            errors.append("IPv4: no socket")
+        let families: [Family] = family.map { [$0] } ?? [.v4, .v6]
+        for family in families {
+            let name = family == .v4 ? "IPv4" : "IPv6"
+            guard let fd = family == .v4 ? entry.v4 : entry.v6 else {
+                errors.append("\(name): no socket")
+                continue
+            }
+            let error = family == .v4
+                ? Self.send(fd, packet, to: Self.groupV4) : Self.send(fd, packet, to: Self.groupV6(entry.index))
+            if let error { errors.append("\(name): \(error)") }
         }
-        if let fd = entry.v6 {
-            if let error = Self.send(fd, packet, to: Self.groupV6(entry.index)) { errors.append("IPv6: \(error)") }
-        } else {
-            errors.append("IPv6: no socket")
-        }
-        return errors.count == 2 ? errors.joined(separator: "; ") : nil
+        return errors.count == families.count ? errors.joined(separator: "; ") : nil
     }
 
     /// Opens `interface`'s sockets if they are not open: true if one is.
@@ -70,6 +76,24 @@ final class MulticastSender: AnnouncementTransport {
         var source: sockaddr_storage
         var sourceLength: socklen_t
         var port: UInt16
+
+        var family: Family { Int32(source.ss_family) == AF_INET6 ? .v6 : .v4 }
+
+        /// The source address's octets in hex: who sent it (RFC 6762 §7.2).
+        var address: String {
+            var source = self.source
+            let family = Int32(source.ss_family)
+            let octets: [UInt8] = withUnsafePointer(to: &source) { pointer in
+                switch family {
+                case AF_INET:
+                    pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) } }
+                case AF_INET6:
+                    pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) } }
+                default: []
+                }
+            }
+            return octets.map { String($0, radix: 16) }.joined(separator: ":")
+        }
     }
 
     /// The next datagram waiting on `fd`, nil when none is.

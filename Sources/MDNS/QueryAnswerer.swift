@@ -41,14 +41,26 @@ struct QueryAnswerer {
         var due: Duration
         var answers: [Outgoing] = []
         var additional: [Outgoing] = []
+        /// Queriers whose query was truncated (TC): their next packets' known answers count
+        /// too (§7.2), by source address.
+        var truncatedFrom: Set<String> = []
+    }
+
+    /// An interface over one IP protocol: a query is answered over the protocol it came by,
+    /// as avahi-daemon answers, not twice.
+    struct Channel: Hashable, Comparable {
+        var interface: String
+        var family: MulticastSender.Family
+
+        static func < (a: Channel, b: Channel) -> Bool { (a.interface, a.family) < (b.interface, b.family) }
     }
 
     private struct Sent: Hashable {
-        var interface: String
+        var channel: Channel
         var record: MDNSRecord
     }
 
-    private var pending: [String: Pending] = [:]
+    private var pending: [Channel: Pending] = [:]
     private var lastMulticast: [Sent: Duration] = [:]
     private var random: () -> Int
 
@@ -57,25 +69,26 @@ struct QueryAnswerer {
         self.random = random
     }
 
-    /// Reads `message`, received on `interface` from UDP port `port`. `held` gives the records
-    /// held there under a name, of every type.
+    /// Reads `message`, received on `channel` from `source` (an address, for §7.2) and UDP
+    /// port `port`. `held` gives the records held on its interface under a name, of every type.
     mutating func received(
-        _ message: Message, port: UInt16, on interface: String, now: Duration, held: (DNSName) -> [MDNSRecord]
+        _ message: Message, from source: String = "", port: UInt16, on channel: Channel, now: Duration,
+        held: (DNSName) -> [MDNSRecord]
     ) -> Reaction {
         message.isResponse
-            ? response(message, on: interface, held: held)
-            : query(message, port: port, on: interface, now: now, held: held)
+            ? response(message, on: channel, held: held)
+            : query(message, from: source, port: port, on: channel, now: now, held: held)
     }
 
-    /// The answers due now, per interface, and when the next are.
-    mutating func due(now: Duration) -> [(interface: String, answers: [Outgoing], additional: [Outgoing])] {
-        var out: [(interface: String, answers: [Outgoing], additional: [Outgoing])] = []
-        for (interface, answer) in pending.sorted(by: { $0.key < $1.key }) where answer.due <= now {
-            pending[interface] = nil
+    /// The answers due now, per channel, and when the next are.
+    mutating func due(now: Duration) -> [(channel: Channel, answers: [Outgoing], additional: [Outgoing])] {
+        var out: [(channel: Channel, answers: [Outgoing], additional: [Outgoing])] = []
+        for (channel, answer) in pending.sorted(by: { $0.key < $1.key }) where answer.due <= now {
+            pending[channel] = nil
             for outgoing in answer.answers + answer.additional {
-                lastMulticast[Sent(interface: interface, record: outgoing.record)] = now
+                lastMulticast[Sent(channel: channel, record: outgoing.record)] = now
             }
-            out.append((interface, answer.answers, answer.additional))
+            out.append((channel, answer.answers, answer.additional))
         }
         if lastMulticast.count > 4096 { lastMulticast = lastMulticast.filter { now - $0.value < Self.repeatInterval } }
         return out
@@ -85,14 +98,15 @@ struct QueryAnswerer {
 
     /// Forgets what is pending on `interface` (it went away).
     mutating func cancel(on interface: String) {
-        pending[interface] = nil
-        lastMulticast = lastMulticast.filter { $0.key.interface != interface }
+        pending = pending.filter { $0.key.interface != interface }
+        lastMulticast = lastMulticast.filter { $0.key.channel.interface != interface }
     }
 
     // MARK: Queries
 
     private mutating func query(
-        _ message: Message, port: UInt16, on interface: String, now: Duration, held: (DNSName) -> [MDNSRecord]
+        _ message: Message, from source: String, port: UInt16, on channel: Channel, now: Duration,
+        held: (DNSName) -> [MDNSRecord]
     ) -> Reaction {
         // §7.1: what the querier holds with at least half our TTL left is not sent again.
         let known = Set(message.answers.compactMap { record -> MDNSRecord? in
@@ -101,6 +115,14 @@ struct QueryAnswerer {
             else { return nil }
             return MDNSRecord(name: record.name, type: record.type, rdata: rdata)
         })
+        // §7.2: a truncated query's known answers go on in its sender's next packets (a
+        // thousand instances of a type take several): they prune the answer waiting for it.
+        if !known.isEmpty, var answer = pending[channel], answer.truncatedFrom.contains(source) {
+            answer.answers.removeAll { known.contains($0.record) }
+            answer.additional.removeAll { known.contains($0.record) }
+            if message.truncated { answer.due = max(answer.due, now + .milliseconds(Self.pick(Self.truncatedDelay, random()))) }
+            pending[channel] = answer.answers.isEmpty ? nil : answer
+        }
         // §8.2: a probe (its proposed records in the authority section) for a name we hold
         // is answered at once.
         let probe = !message.authority.isEmpty
@@ -121,7 +143,7 @@ struct QueryAnswerer {
         }
         let interval = probe ? Self.probeRepeatInterval : Self.repeatInterval
         let fresh = answers.filter { record in
-            guard let last = lastMulticast[Sent(interface: interface, record: record)] else { return true }
+            guard let last = lastMulticast[Sent(channel: channel, record: record)] else { return true }
             return now - last >= interval
         }
         guard !fresh.isEmpty else { return Reaction() }
@@ -133,7 +155,7 @@ struct QueryAnswerer {
         } else {
             delay = .zero
         }
-        var answer = pending[interface] ?? Pending(due: now + delay)
+        var answer = pending[channel] ?? Pending(due: now + delay)
         answer.due = min(answer.due, now + delay)
         var queued = Set(answer.answers.map(\.record))
         for record in fresh where queued.insert(record).inserted {
@@ -143,7 +165,8 @@ struct QueryAnswerer {
         for record in additional where !queued.contains(record) && extra.insert(record).inserted {
             answer.additional.append(GroupAnnouncer.outgoing(record))
         }
-        pending[interface] = answer
+        if message.truncated { answer.truncatedFrom.insert(source) }
+        pending[channel] = answer
         return Reaction()
     }
 
@@ -182,7 +205,7 @@ struct QueryAnswerer {
 
     // MARK: Responses
 
-    private mutating func response(_ message: Message, on interface: String, held: (DNSName) -> [MDNSRecord]) -> Reaction {
+    private mutating func response(_ message: Message, on channel: Channel, held: (DNSName) -> [MDNSRecord]) -> Reaction {
         var reaction = Reaction()
         var heard: Set<MDNSRecord> = []
         for record in message.answers + message.additional + message.authority where record.rrClass == .in {
@@ -201,10 +224,10 @@ struct QueryAnswerer {
                 if !reaction.conflicts.contains(conflict) { reaction.conflicts.append(conflict) }
             }
         }
-        if var answer = pending[interface], !heard.isEmpty {
+        if var answer = pending[channel], !heard.isEmpty {
             answer.answers.removeAll { heard.contains($0.record) }
             answer.additional.removeAll { heard.contains($0.record) }
-            pending[interface] = answer.answers.isEmpty ? nil : answer
+            pending[channel] = answer.answers.isEmpty ? nil : answer
         }
         return reaction
     }

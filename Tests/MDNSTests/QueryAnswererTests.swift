@@ -14,6 +14,7 @@ import Testing
     static let txt = record("P._ipp._tcp.local.", .txt, [3, 0x61, 0x3d, 0x31])
     static let a = record("p-lab1.local.", .a, [192, 0, 2, 1])
     static let held = [ptr, srv, txt, a]
+    static let eth2 = QueryAnswerer.Channel(interface: "eth2", family: .v4)
 
     static func holding(_ name: DNSName) -> [MDNSRecord] { held.filter { $0.name == name } }
 
@@ -43,7 +44,7 @@ import Testing
     @Test("a PTR question waits 20 ms at least (§6, shared) and brings SRV, TXT and the address (RFC 6763 §12)")
     func sharedAnswer() throws {
         var answerer = answerer()
-        _ = answerer.received(try Self.query("_ipp._tcp.local.", .ptr), port: 5353, on: "eth2", now: .zero, held: Self.holding)
+        _ = answerer.received(try Self.query("_ipp._tcp.local.", .ptr), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
         #expect(answerer.nextDue == .milliseconds(20))
         #expect(due(&answerer, at: .milliseconds(19)).answers.isEmpty)
         let sent = due(&answerer, at: .milliseconds(20))
@@ -55,29 +56,29 @@ import Testing
     @Test("a unique answer goes at once; the same record not again within a second (§6)")
     func uniqueAnswerAndRepeat() throws {
         var answerer = answerer()
-        _ = answerer.received(try Self.query("P._ipp._tcp.local.", .srv), port: 5353, on: "eth2", now: .zero, held: Self.holding)
+        _ = answerer.received(try Self.query("P._ipp._tcp.local.", .srv), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
         #expect(due(&answerer, at: .zero) == ([Self.srv], [Self.a]))
-        _ = answerer.received(try Self.query("P._ipp._tcp.local.", .srv), port: 5353, on: "eth2", now: .milliseconds(500), held: Self.holding)
+        _ = answerer.received(try Self.query("P._ipp._tcp.local.", .srv), port: 5353, on: Self.eth2, now: .milliseconds(500), held: Self.holding)
         #expect(answerer.nextDue == nil)
-        _ = answerer.received(try Self.query("P._ipp._tcp.local.", .srv), port: 5353, on: "eth2", now: .seconds(1), held: Self.holding)
+        _ = answerer.received(try Self.query("P._ipp._tcp.local.", .srv), port: 5353, on: Self.eth2, now: .seconds(1), held: Self.holding)
         #expect(due(&answerer, at: .seconds(1)).answers == [Self.srv])
     }
 
     @Test("known answers with half their TTL left are not sent again (§7.1); older ones are")
     func knownAnswers() throws {
         var answerer = answerer()
-        _ = answerer.received(try Self.query("_ipp._tcp.local.", .ptr, known: [Self.ptr]), port: 5353, on: "eth2", now: .zero, held: Self.holding)
+        _ = answerer.received(try Self.query("_ipp._tcp.local.", .ptr, known: [Self.ptr]), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
         #expect(answerer.nextDue == nil)
         _ = answerer.received(
-            try Self.query("_ipp._tcp.local.", .ptr, known: [Self.ptr], knownTTL: 2000), port: 5353, on: "eth2", now: .zero, held: Self.holding)
+            try Self.query("_ipp._tcp.local.", .ptr, known: [Self.ptr], knownTTL: 2000), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
         #expect(due(&answerer, at: .seconds(1)).answers == [Self.ptr])
     }
 
     @Test("another responder's answer before ours is due cancels ours (§7.4)")
     func duplicateSuppression() throws {
         var answerer = answerer()
-        _ = answerer.received(try Self.query("_ipp._tcp.local.", .ptr), port: 5353, on: "eth2", now: .zero, held: Self.holding)
-        let reaction = answerer.received(try Self.response([Self.ptr], ttl: 4500), port: 5353, on: "eth2", now: .milliseconds(5), held: Self.holding)
+        _ = answerer.received(try Self.query("_ipp._tcp.local.", .ptr), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
+        let reaction = answerer.received(try Self.response([Self.ptr], ttl: 4500), port: 5353, on: Self.eth2, now: .milliseconds(5), held: Self.holding)
         #expect(reaction == QueryAnswerer.Reaction())
         #expect(answerer.nextDue == nil)
     }
@@ -85,12 +86,29 @@ import Testing
     @Test("a TC query waits 400 ms for its known answers; a probe for our name is answered at once (§6, §8.2)")
     func truncatedAndProbe() throws {
         var answerer = answerer()
-        _ = answerer.received(try Self.query("_ipp._tcp.local.", .ptr, truncated: true), port: 5353, on: "eth2", now: .zero, held: Self.holding)
+        _ = answerer.received(try Self.query("_ipp._tcp.local.", .ptr, truncated: true), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
         #expect(answerer.nextDue == .milliseconds(400))
         var other = self.answerer()
         let theirs = Self.record("P._ipp._tcp.local.", .srv, [0, 0, 0, 0, 0, 9] + (try DNSName("elsewhere.local.").wireBytes))
-        _ = other.received(try Self.query("P._ipp._tcp.local.", .any, probe: [theirs]), port: 5353, on: "eth2", now: .zero, held: Self.holding)
+        _ = other.received(try Self.query("P._ipp._tcp.local.", .any, probe: [theirs]), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
         #expect(due(&other, at: .zero).answers == [Self.srv, Self.txt])
+    }
+
+    @Test("a truncated query's known answers go on in its sender's next packets, which prune the answer (§7.2)")
+    func multipacketKnownAnswers() throws {
+        var answerer = answerer()
+        let q = Self.record("_ipp._tcp.local.", .ptr, try DNSName("Q._ipp._tcp.local.").wireBytes)
+        let holding = { (name: DNSName) in (Self.held + [q]).filter { $0.name == name } }
+        _ = answerer.received(
+            try Self.query("_ipp._tcp.local.", .ptr, known: [q], truncated: true), from: "a", port: 5353, on: Self.eth2, now: .zero,
+            held: holding)
+        var next = Message(id: 0, isResponse: false)
+        next.answers = [ResourceRecord(name: Self.ptr.name, type: .ptr, ttl: 4500, rdata: try RData(type: .ptr, wire: Self.ptr.rdata))]
+        // Another querier's known answers do not count for this one.
+        _ = answerer.received(next, from: "b", port: 5353, on: Self.eth2, now: .milliseconds(10), held: holding)
+        #expect(answerer.nextDue == .milliseconds(400))
+        _ = answerer.received(next, from: "a", port: 5353, on: Self.eth2, now: .milliseconds(20), held: holding)
+        #expect(answerer.nextDue == nil, "every answer was known")
     }
 
     @Test("another host's data under our unique name is a conflict (§9); identical data and shared PTRs are not (§8.2)")
@@ -99,7 +117,7 @@ import Testing
         let theirs = Self.record("P._ipp._tcp.local.", .srv, [0, 0, 0, 0, 0, 9] + (try DNSName("elsewhere.local.").wireBytes))
         let otherPTR = Self.record("_ipp._tcp.local.", .ptr, try DNSName("Q._ipp._tcp.local.").wireBytes)
         let reaction = answerer.received(
-            try Self.response([theirs, Self.txt, Self.a, otherPTR]), port: 5353, on: "eth2", now: .zero, held: Self.holding)
+            try Self.response([theirs, Self.txt, Self.a, otherPTR]), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
         #expect(reaction.conflicts == [.init(name: try DNSName("P._ipp._tcp.local."), type: .srv)])
         #expect(reaction.goodbyes.isEmpty)
     }
@@ -107,7 +125,7 @@ import Testing
     @Test("another host's goodbye for a record we hold is reported, to be announced again (§10.1)")
     func goodbyes() throws {
         var answerer = answerer()
-        let reaction = answerer.received(try Self.response([Self.ptr, Self.srv], ttl: 0), port: 5353, on: "eth2", now: .zero, held: Self.holding)
+        let reaction = answerer.received(try Self.response([Self.ptr, Self.srv], ttl: 0), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
         #expect(reaction.goodbyes == [Self.ptr, Self.srv])
         #expect(reaction.conflicts.isEmpty)
     }
@@ -117,7 +135,7 @@ import Testing
         var answerer = answerer()
         var query = try Self.query("P._ipp._tcp.local.", .txt)
         query.id = 0x1234
-        let reaction = answerer.received(query, port: 40000, on: "eth2", now: .zero, held: Self.holding)
+        let reaction = answerer.received(query, port: 40000, on: Self.eth2, now: .zero, held: Self.holding)
         let reply = try Message(wire: try #require(reaction.legacyReply))
         #expect(reply.id == 0x1234 && reply.isResponse && reply.questions == query.questions)
         #expect(reply.answers.map { "\($0.name) \($0.type) \($0.ttl)" } == ["P._ipp._tcp.local. TXT 10"])
@@ -127,8 +145,8 @@ import Testing
     @Test("a question for nothing we hold is not answered")
     func nothingHeld() throws {
         var answerer = answerer()
-        _ = answerer.received(try Self.query("_http._tcp.local.", .ptr), port: 5353, on: "eth2", now: .zero, held: Self.holding)
-        _ = answerer.received(try Self.query("P._ipp._tcp.local.", .aaaa), port: 5353, on: "eth2", now: .zero, held: Self.holding)
+        _ = answerer.received(try Self.query("_http._tcp.local.", .ptr), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
+        _ = answerer.received(try Self.query("P._ipp._tcp.local.", .aaaa), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
         #expect(answerer.nextDue == nil)
     }
 }

@@ -5,6 +5,7 @@ python-zeroconf or avahi processes. Run it inside a namespace, on the link's int
 
     crowd.py --iface br-f --type _ipp._tcp --count 1000 [--prefix Crowd]
              [--first-addr 192.0.2.20] [--announce-rounds 2]
+             [--churn-fraction F --churn-period S --churn-rounds R]
 
 Device k (0 <= k < count; NNNN is k in four digits) has:
 
@@ -41,6 +42,19 @@ questions and its answers, not the crowd's size:
 * QU questions get multicast answers (§5.4 allows it); a query from a port other than 5353
   (legacy unicast, §6.7) gets a unicast reply with its ID and questions, TTLs capped at 10 s
   and no cache-flush bit.
+
+Churn (issue 45's "10 % leave and return every minute"), off unless --churn-fraction is
+given: in round r (1 to R), S * r seconds after the first announcement, the devices
+(r - 1) * n ... r * n - 1 (n = F * count, rounded, at least 1; indexes modulo count, so the
+rounds rotate through the crowd) LEAVE: goodbyes (RFC 6762 §10.1: all four records of each
+device with TTL 0), packed and paced like the announcements; from its goodbye packet on a
+device's records are neither given in answers nor sent in answers already scheduled. S / 2
+seconds later they RETURN: they answer again and are announced as at the start
+(--announce-rounds rounds, 1, 2, 4 ... s apart). On stdout, flushed, one line per device and
+change: ``leave T LABEL`` (T: time.time() when the packet with its goodbyes was sent) and
+``return T LABEL`` (when the packet with its first new announcement was sent), LABEL being the
+instance's first label (``Crowd 0042``); and ``crowd: churn N left (P packets)``,
+``crowd: churn N returned (P packets)`` per round, ``crowd: churn done`` after the last.
 
 IPv4 only. It shares 0.0.0.0:5353 with the namespace's other responders
 (late_devices.mdns_socket: SO_REUSEPORT, IP TTL 255, no multicast loopback). On stdout:
@@ -131,11 +145,12 @@ def make_devices(stype: str, count: int, prefix: str, first_addr: str):
     return devices, Record(META, T_PTR, service, False, None)
 
 
-def encode(answers, additionals=(), query=None):
+def encode(answers, additionals=(), query=None, ttl=TTL):
     """One response message: `answers` and `additionals` (Records) with name compression
     (RFC 1035 §4.1.4; mDNS allows it in SRV targets too, RFC 6762 §18.14). `query`: a legacy
     unicast query being replied to (its ID and questions copied, TTLs capped, no
-    cache-flush); None for a multicast response (ID 0, no questions)."""
+    cache-flush); None for a multicast response (ID 0, no questions). `ttl`: every record's
+    TTL in a multicast response (0: goodbyes)."""
     buf = bytearray()
     offsets = {}
 
@@ -161,7 +176,7 @@ def encode(answers, additionals=(), query=None):
     for r in list(answers) + list(additionals):
         name(r.owner)
         flush = CACHE_FLUSH if r.unique and query is None else 0
-        buf.extend(struct.pack(">HHIH", r.rtype, CLASS_IN | flush, TTL if query is None else min(TTL, LEGACY_TTL), 0))
+        buf.extend(struct.pack(">HHIH", r.rtype, CLASS_IN | flush, ttl if query is None else min(ttl, LEGACY_TTL), 0))
         start = len(buf)
         if r.rtype == T_PTR:
             name(r.rdata)
@@ -174,21 +189,22 @@ def encode(answers, additionals=(), query=None):
     return bytes(buf)
 
 
-def pack(groups, query=None):
-    """[(wire, records)]: `groups` ([(answers, additionals)], one a device) in as few messages
-    of at most MAX_PACKET bytes as they fit, a group never split (a lone group too large for
-    one packet would go alone: none of the crowd's is)."""
+def pack(groups, query=None, ttl=TTL):
+    """[(wire, records, answer count)]: `groups` ([(answers, additionals)], one a device) in as
+    few messages of at most MAX_PACKET bytes as they fit, a group never split (a lone group
+    too large for one packet would go alone: none of the crowd's is). `records` is the
+    message's answers, then its additionals."""
     out, answers, additionals, taken = [], [], [], 0
     wire = b""
     for ans, add in groups:
-        trial = encode(answers + ans, additionals + add, query)
+        trial = encode(answers + ans, additionals + add, query, ttl)
         if len(trial) > MAX_PACKET and taken:
-            out.append((wire, answers + additionals))
+            out.append((wire, answers + additionals, len(answers)))
             answers, additionals, taken = [], [], 0
-            trial = encode(ans, add, query)
+            trial = encode(ans, add, query, ttl)
         answers, additionals, taken, wire = answers + ans, additionals + add, taken + 1, trial
     if taken:
-        out.append((wire, answers + additionals))
+        out.append((wire, answers + additionals, len(answers)))
     return out
 
 
@@ -232,6 +248,7 @@ class Crowd:
         self.heap = []
         self.seq = 0
         self.announced_at = None
+        self.absent = set()        # devices that left (churn) and have not returned
 
     def later(self, due, action):
         self.seq += 1
@@ -241,21 +258,49 @@ class Crowd:
         self.out.write("crowd: %s\n" % text)
         self.out.flush()
 
-    def send(self, wire, records, dest):
+    def send(self, wire, records, dest, n_answers=None, query=None, event=None):
+        """Sends one packet. `event` "leave": the packet holds goodbyes, and its devices are
+        absent from now on; "return": the packet is the first announcement of returning
+        devices, present again from now on; None: any of its records whose device is absent
+        (it left since the packet was made) are left out. "leave" and "return" print the
+        event line of each of the packet's devices."""
+        devices = []
+        if event is not None:
+            devices = list(dict.fromkeys(r.device for r in records if r.device is not None))
+            if event == "return":
+                self.absent.difference_update(devices)
+        elif self.absent and any(r.device in self.absent for r in records):
+            keep = [i for i, r in enumerate(records) if r.device is None or r.device not in self.absent]
+            if not keep:
+                return
+            n = len(records) if n_answers is None else n_answers
+            records_ = [records[i] for i in keep]
+            n_answers = sum(1 for i in keep if i < n)
+            records = records_
+            wire = encode(records[:n_answers], records[n_answers:], query)
         try:
             self.sock.sendto(wire, dest)
         except OSError as e:
             print("crowd: send to %s:%d failed: %s" % (dest[0], dest[1], e), file=sys.stderr, flush=True)
             return
-        if dest == (MDNS_ADDR, MDNS_PORT):
+        finally:
+            if event == "leave":
+                self.absent.update(devices)
+        if event is not None:
+            at = time.time()
+            self.out.write("".join("%s %.3f %s\n" % (event, at, self.devices[k][1].owner[0].decode("utf-8"))
+                                   for k in devices))
+            self.out.flush()
+        if dest == (MDNS_ADDR, MDNS_PORT) and event != "leave":
             now = time.monotonic()
             for r in records:
                 self.last_multicast[r] = now
 
-    def send_paced(self, packets, start, dest, done=None):
+    def send_paced(self, packets, start, dest, done=None, query=None, event=None):
         """Schedules `packets` PACKET_GAP apart from `start`; `done` runs after the last."""
-        for i, (wire, records) in enumerate(packets):
-            self.later(start + i * PACKET_GAP, lambda w=wire, r=records: self.send(w, r, dest))
+        for i, (wire, records, n_answers) in enumerate(packets):
+            self.later(start + i * PACKET_GAP,
+                       lambda w=wire, r=records, n=n_answers: self.send(w, r, dest, n, query, event))
         if done is not None:
             self.later(start + len(packets) * PACKET_GAP, done)
 
@@ -271,6 +316,28 @@ class Crowd:
             self.send_paced(packets, start + (2 ** n - 1), (MDNS_ADDR, MDNS_PORT),
                             done=lambda n=n: self.say("round %d sent (%d packets)" % (n + 1, len(packets))))
 
+    def churn(self, start, fraction, period, rounds):
+        """Schedules the churn rounds (see the module's docstring) from `start` (monotonic,
+        the first announcement's)."""
+        count = len(self.devices)
+        n = min(count, max(1, int(round(fraction * count))))
+        for r in range(1, rounds + 1):
+            chosen = [self.devices[((r - 1) * n + j) % count] for j in range(n)]
+            leave, back = start + r * period, start + r * period + period / 2
+            goodbyes = pack([(device, []) for device in chosen], ttl=0)
+            self.send_paced(goodbyes, leave, (MDNS_ADDR, MDNS_PORT), event="leave",
+                            done=lambda r=r, p=len(goodbyes): self.say("churn %d left (%d packets)" % (r, p)))
+            hello = pack([(device, []) for device in chosen])
+            for a in range(self.rounds):
+                done = None
+                if a == self.rounds - 1:
+                    def done(r=r, p=len(hello), last=r == rounds):
+                        self.say("churn %d returned (%d packets)" % (r, p))
+                        if last:
+                            self.say("churn done")
+                self.send_paced(hello, back + (2 ** a - 1), (MDNS_ADDR, MDNS_PORT),
+                                event="return" if a == 0 else None, done=done)
+
     def groups(self, questions, known, multicast):
         """[(answers, additionals)] per device for `questions`, less `known` answers and,
         when `multicast`, less answers multicast within REPEAT_GAP."""
@@ -282,6 +349,8 @@ class Crowd:
             owner = q.name.to_digestable()
             found = self.by_owner.get(owner, ()) if q.rdtype == T_ANY else self.by_type.get((owner, q.rdtype), ())
             for r in found:
+                if r.device in self.absent:
+                    continue
                 if r.key in known:
                     continue
                 if multicast and now - self.last_multicast.get(r, -REPEAT_GAP) < REPEAT_GAP:
@@ -301,7 +370,7 @@ class Crowd:
     def answer(self, questions, known, query, dest):
         packets = pack(self.groups(questions, known, query is None), query)
         if packets:
-            self.send_paced(packets, time.monotonic(), dest)
+            self.send_paced(packets, time.monotonic(), dest, query=query)
 
     def answer_truncated(self, source):
         pending = self.truncated.get(source)
@@ -371,6 +440,11 @@ def main(argv=None):
     ap.add_argument("--prefix", default="Crowd", help="instance names' first word (no dot)")
     ap.add_argument("--first-addr", default="192.0.2.20", help="the first of the 200 addresses")
     ap.add_argument("--announce-rounds", type=int, default=2, help="announcements per device, 1 to 3")
+    ap.add_argument("--churn-fraction", type=float, metavar="F",
+                    help="churn: the fraction of the devices that leave and return each round (0 < F <= 1)")
+    ap.add_argument("--churn-period", type=float, metavar="S", default=60.0,
+                    help="churn: seconds between rounds (the first S s after the first announcement)")
+    ap.add_argument("--churn-rounds", type=int, metavar="R", default=10, help="churn: rounds")
     args = ap.parse_args(argv)
     if not 1 <= args.count <= 9999:
         ap.error("--count must be 1 to 9999")
@@ -378,6 +452,13 @@ def main(argv=None):
         ap.error("--prefix must be a non-empty label without dots")
     if not 1 <= args.announce_rounds <= 3:
         ap.error("--announce-rounds must be 1 to 3 (all within 5 s)")
+    if args.churn_fraction is not None:
+        if not 0 < args.churn_fraction <= 1:
+            ap.error("--churn-fraction must be above 0 and at most 1")
+        if args.churn_period < 2 * (2 ** (args.announce_rounds - 1) + 1):
+            ap.error("--churn-period must leave S / 2 s for the announcements and a second after them")
+        if args.churn_rounds < 1:
+            ap.error("--churn-rounds must be at least 1")
     first = ipaddress.IPv4Address(args.first_addr)
     if int(first) % 256 + ADDRESS_POOL - 1 > 254:
         ap.error("--first-addr leaves no room for %d addresses in its /24" % ADDRESS_POOL)
@@ -387,7 +468,10 @@ def main(argv=None):
     signal.signal(signal.SIGINT, _stop)
     crowd = Crowd(devices, meta, sock, args.announce_rounds)
     crowd.say("ready")
-    crowd.announce(time.monotonic())
+    start = time.monotonic()
+    crowd.announce(start)
+    if args.churn_fraction is not None:
+        crowd.churn(start, args.churn_fraction, args.churn_period, args.churn_rounds)
     try:
         crowd.run()
     except _Stop:

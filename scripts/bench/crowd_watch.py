@@ -8,7 +8,10 @@ that notes when it first sees each instance. Run inside the client namespace.
 ADDRESS is the interface's IPv4 address (zeroconf binds to it). Prints ``ready T``, then
 ``seen T NAME`` at the first "Added" of each instance (T: time.time() in the browser's
 handler, so a browser that falls behind shows as late sights, which is what a real client
-would live with). On SIGUSR1 it resolves up to SAMPLE of the instances seen (spread evenly
+would live with). Later changes (the crowd's churn) print ``removed T NAME`` at each
+"Removed" of an instance it had, and ``added T NAME`` at each "Added" after a removal (the
+first "Added" stays a ``seen`` line, and there is only ever one ``seen`` line per
+instance). On SIGUSR1 it resolves up to SAMPLE of the instances seen (spread evenly
 over their sorted names, 10 at a time, 3 s each: that is a client opening the printer
 dialog) and prints one ``resolved JSON`` line for each, then ``done`` and exits. It exits 0
 on SIGTERM, and by itself after LIMIT seconds (the bench stops it long before).
@@ -32,16 +35,26 @@ def main():
     stype = stype.rstrip(".") + ".local."
     zc = Zeroconf(interfaces=[address], ip_version=IPVersion.V4Only)
     seen = set()
+    present = set()
     lock = threading.Lock()
 
     def changed(zeroconf, service_type, name, state_change):
+        if state_change is ServiceStateChange.Removed:
+            with lock:
+                if name not in present:
+                    return
+                present.discard(name)
+            print("removed %.3f %s" % (time.time(), name), flush=True)
+            return
         if state_change is not ServiceStateChange.Added:
             return
         with lock:
-            if name in seen:
+            if name in present:
                 return
+            present.add(name)
+            word = "added" if name in seen else "seen"
             seen.add(name)
-        print("seen %.3f %s" % (time.time(), name), flush=True)
+        print("%s %.3f %s" % (word, time.time(), name), flush=True)
 
     resolve = threading.Event()
     signal.signal(signal.SIGUSR1, lambda *_a: resolve.set())

@@ -4,7 +4,7 @@ avahi-daemon 0.8's reflector, in the gateway lab (Tests/integration/test_gateway
 
     DPT_LAB_ID=gs DISCOVERY_PROXY_BIN=<exe> /usr/bin/python3 scripts/bench/gateway_scale.py \
         --count 1000 --seconds 60 [--system gateway|reflector|direct|both] [--type _ipp._tcp] \
-        [--sample 50] [--announce-burst PACKETS] [--json OUT]
+        [--sample 50] [--announce-burst PACKETS] [--churn F,S,R] [--json OUT]
 
 Each system runs on a lab of its own, started fresh, one after the other (`both`: the gateway,
 then the reflector). In each:
@@ -29,6 +29,19 @@ then the reflector). In each:
   the proxy log's warning and error lines (the 3 most frequent messages);
   gateway_publish_errors_total and gateway_announced_instances from the admin /metrics;
   notable lines of the router's avahi-daemon log.
+
+--churn F,S,R (issue 45's "10 % of the 1,000 leave and return every minute for 10 minutes":
+0.1,60,10) has the crowd churn (crowd.py's --churn-*: in round r, S * r s after time zero,
+a fraction F of the devices, a different set each round, say goodbye, and S / 2 s later they
+return and announce again), and the run lasts (R + 1) * S - 1 s (or --seconds, if longer).
+Besides the figures above, from the crowd's leave and return lines and the watcher's removed
+and added lines: for each leave the time until the watcher saw the instance removed, for each
+return the time until it saw it again (p50, p95, max; how many not within 2 s, how many
+never); removals and additions the crowd did not cause; the instances stale at the end (the
+watcher's set against the crowd's); the CPU seconds of the proxy and of the router's
+avahi-daemon in each period (period 0: time zero to 1 s before the first leave; period r: 1 s
+before leave r to 1 s before the next leave or the end) and their RSS (VmRSS) at the end of
+each, listed under the table so that flatness can be judged.
 
 The figures are printed side by side, beside the issue's targets: >= 95% seen within 10 s;
 p95 first sight within the reflector's + 1 s (when both run); proxy CPU over the whole run
@@ -70,6 +83,8 @@ TARGET_P95_OVER_REFLECTOR = 1.0
 TARGET_PROXY_CPU = 5.0
 READY_TIMEOUT = 30.0
 RESOLVE_TIMEOUT = 60.0
+TARGET_CHURN_SEEN = 2.0          # seconds from a leave or return to the watcher's seeing it
+CHURN_SLACK = 0.05               # a watcher line up to this much before the crowd's is its answer
 
 
 def log(text):
@@ -129,6 +144,79 @@ def sightings(text, prefix):
         if m:
             out.setdefault(int(m.group(2)), float(m.group(1)))
     return out
+
+
+def rss_mib(pid):
+    """A process's resident set (VmRSS of /proc/PID/status) in MiB; None if it is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        return None
+    return None
+
+
+def churn_events(text, prefix, words):
+    """[(time, k, word)] of the lines `WORD T <prefix> NNNN...` in `text`, `word` in `words`,
+    sorted by time."""
+    pat = re.compile(r"^(%s) (\S+) %s (\d{4})\b" % ("|".join(words), re.escape(prefix)))
+    out = []
+    for line in text.splitlines():
+        m = pat.match(line)
+        if m:
+            out.append((float(m.group(2)), int(m.group(3)), m.group(1)))
+    return sorted(out)
+
+
+def churn_figures(crowd_text, watch_text, prefix, count, t_end):
+    """The churn figures: the crowd's leave and return lines matched with the watcher's
+    removed and added (or first seen) lines, instance by instance, up to `t_end`."""
+    crowd = collections.defaultdict(list)     # k -> [(t, "leave" | "return")]
+    for t, k, word in churn_events(crowd_text, prefix, ("leave", "return")):
+        if t <= t_end:
+            crowd[k].append((t, word))
+    watch = collections.defaultdict(list)     # k -> [(t, "seen" | "added" | "removed")]
+    for t, k, word in churn_events(watch_text, prefix, ("seen", "added", "removed")):
+        if t <= t_end:
+            watch[k].append((t, word))
+    removals, returns, matched = [], [], set()
+    unremoved_returns = 0
+    for k, events in crowd.items():
+        for i, (t, word) in enumerate(events):
+            until = events[i + 1][0] if i + 1 < len(events) else t_end
+            wanted = ("removed",) if word == "leave" else ("seen", "added")
+            since = events[i - 1][0] if i else 0.0     # a return's leave
+            hit = next((w for w in watch[k] if w[1] in wanted and t - CHURN_SLACK <= w[0] < until), None)
+            if hit is not None:
+                matched.add((k,) + hit)
+            delay = float("inf") if hit is None else max(0.0, hit[0] - t)
+            if word == "leave":
+                removals.append(delay)
+            elif hit is None and not any(w[1] == "removed" and since - CHURN_SLACK <= w[0] < until for w in watch[k]):
+                unremoved_returns += 1   # the watcher never lost it: nothing to see again
+            else:
+                returns.append(delay)
+    unmatched = collections.Counter(w[1] for k, ws in watch.items() for w in ws
+                                    if w[1] != "seen" and (k,) + w not in matched)
+    crowd_has = {k for k in range(count) if not crowd[k] or crowd[k][-1][1] == "return"}
+    watcher_has = {k for k, ws in watch.items() if ws and ws[-1][1] != "removed"}
+
+    def stats(delays):
+        delays = sorted(delays)
+        return {"n": len(delays),
+                "p50": percentile(delays, 50) if delays else None,
+                "p95": percentile(delays, 95) if delays else None,
+                "max": (None if delays[-1] == float("inf") else delays[-1]) if delays else None,
+                "late": sum(1 for d in delays if d > TARGET_CHURN_SEEN),
+                "never": sum(1 for d in delays if d == float("inf"))}
+    return {"leaves": len(removals), "returns": sum(1 for ev in crowd.values() for _t, w in ev if w == "return"),
+            "removal": stats(removals), "readd": stats(returns), "unremoved_returns": unremoved_returns,
+            "uncaused_removals": unmatched["removed"], "uncaused_additions": unmatched["added"],
+            "stale": sorted(watcher_has - crowd_has), "missing": sorted(crowd_has - watcher_has),
+            "removal_delays": [None if d == float("inf") else round(d, 3) for d in removals],
+            "readd_delays": [None if d == float("inf") else round(d, 3) for d in returns]}
 
 
 def percentile(sorted_values, pct):
@@ -213,26 +301,45 @@ def run_system(system, args):
             pids["proxy"] = lab_.procs["gw-proxy"].pid
         settled = probes.settle(list(pids.values()))
         watch = lab_.spawn(G.NS_GC, [G.PY, os.path.join(HERE, "crowd_watch.py"), "198.51.100.10", args.type,
-                                     str(args.sample), str(args.seconds + 300)], "gs-watch")
+                                     str(args.sample), str(run_seconds(args) + 300)], "gs-watch")
         pids["watcher"] = watch.pid
         wait_line(lab_, "gs-watch", r"^ready ", READY_TIMEOUT)
         time.sleep(1)   # the browser's first queries are out and answered (nothing to find yet)
         cpu0 = {name: probes.cpu_seconds(pid) for name, pid in pids.items()}
         ns, iface = (G.NS_GR, "dgr-c") if system == "direct" else (G.NS_GF, "br-f")
+        churn = []
+        if args.churn is not None:
+            churn = ["--churn-fraction", "%g" % args.churn[0], "--churn-period", "%g" % args.churn[1],
+                     "--churn-rounds", "%d" % args.churn[2]]
         crowd = lab_.spawn(ns, [G.PY, os.path.join(REPO, "Tests", "integration", "crowd.py"), "--iface", iface,
                                 "--type", args.type, "--count", str(args.count), "--prefix", args.prefix,
-                                "--first-addr", args.first_addr], "gs-crowd")
+                                "--first-addr", args.first_addr] + churn, "gs-crowd")
         pids["crowd"] = crowd.pid
         cpu0["crowd"] = 0.0
         t0 = float(wait_line(lab_, "gs-crowd", r"^crowd: announced (\S+)", READY_TIMEOUT).group(1))
         log("[%s] crowd of %d announced at %.3f (settled after %.1f s)" % (system, args.count, t0, settled))
         marks = sorted({m for m in WINDOWS if m < args.seconds} | {args.seconds})
-        for mark in marks:
+        timeline = [(mark, "mark") for mark in marks]
+        periods = []    # [(seconds after t0, {name: CPU s so far}, {name: RSS MiB})]
+        if args.churn is not None:
+            period, rounds = args.churn[1], args.churn[2]
+            ends = [r * period - 1 for r in range(1, rounds + 1)] + [run_seconds(args)]
+            timeline = sorted(timeline + [(end, "period") for end in ends])
+            periods.append((None, cpu0, {name: rss_mib(pid) for name, pid in pids.items() if name != "crowd"}))
+        for mark, kind in timeline:
             time.sleep(max(0.0, t0 + mark - time.time()))
             for name in ("gs-crowd", "gs-watch") + (("gw-proxy",) if system == "gateway" else ()):
                 lab_.check_alive(name)
+            if kind == "period":
+                periods.append((mark, {name: probes.cpu_seconds(pid) for name, pid in pids.items()},
+                                {name: rss_mib(pid) for name, pid in pids.items() if name != "crowd"}))
+                who = "proxy" if system == "gateway" else "router avahi"
+                log("[%s] %4.0f s: %s CPU %.2f s in the period, RSS %.1f MiB" % (
+                    system, mark, who, periods[-1][1][who] - periods[-2][1][who], periods[-1][2][who]))
+                continue
             seen = sightings(lab_.log_text("gs-watch", tail=100000), args.prefix)
             log("[%s] %4.0f s: %d of %d seen" % (system, mark, len(seen), args.count))
+        t_end = time.time()
         cpu1 = {name: probes.cpu_seconds(pid) for name, pid in pids.items()}
         result = {"system": system, "count": args.count, "seconds": args.seconds, "announced_at": t0,
                   "cpu_window": {name: cpu1[name] - cpu0[name] for name in pids}, "cpu_proxy_total": None}
@@ -243,6 +350,19 @@ def run_system(system, args):
             result["announced_instances"] = metric(metrics, "gateway_announced_instances")
             routes = json.loads(g.get("/api/services"))["announcements"]
             result["held_back"] = sum(len(r["heldBack"]) for r in routes)
+        if args.churn is not None:
+            result["churn"] = churn_figures(lab_.log_text("gs-crowd", tail=10 ** 7),
+                                            lab_.log_text("gs-watch", tail=10 ** 7), args.prefix, args.count, t_end)
+            result["churn"]["crowd_done"] = "crowd: churn done" in lab_.log_text("gs-crowd", tail=10 ** 7)
+            result["churn"]["period_cpu"] = {
+                name: [round(b[1][name] - a[1][name], 3) for a, b in zip(periods, periods[1:])] for name in pids}
+            result["churn"]["period_rss_mib"] = {name: [None if p[2].get(name) is None else round(p[2][name], 1)
+                                                        for p in periods] for name in pids if name != "crowd"}
+            result["churn"]["period_ends"] = [p[0] for p in periods[1:]]
+            c = result["churn"]
+            log("[%s] churn: %d leaves, %d returns; removals never seen %d, re-additions never seen %d; "
+                "stale %d, missing %d" % (system, c["leaves"], c["returns"], c["removal"]["never"],
+                                          c["readd"]["never"], len(c["stale"]), len(c["missing"])))
         L.kill_pid(watch.pid, signal.SIGUSR1)
         wait_line(lab_, "gs-watch", r"^done$", RESOLVE_TIMEOUT)
         watch_text = lab_.log_text("gs-watch", tail=1000000)
@@ -254,7 +374,8 @@ def run_system(system, args):
             first_p50=percentile(delays, 50), first_p95=percentile(delays, 95),
             first_sight={"%04d" % k: round(d, 3) for k, d in sorted(first.items())},
             watcher_other_lines=[line for line in watch_text.splitlines()
-                                 if not line.startswith(("seen ", "ready ", "resolved ", "done"))][:20])
+                                 if not line.startswith(("seen ", "ready ", "resolved ", "done", "removed ",
+                                                         "added "))][:20])
         samples = [json.loads(line[len("resolved "):]) for line in watch_text.splitlines()
                    if line.startswith("resolved ")]
         samples = [s for s in samples if re.match(r"%s \d{4}\." % re.escape(args.prefix), s["name"])]
@@ -327,8 +448,14 @@ def table(results, args):
     row("announced (metric) / held back", lambda r: "%s / %s" % (_num(r.get("announced_instances"), "%d"),
                                                                 _num(r.get("held_back"), "%d")))
     row("router avahi: notable log lines", lambda r: "%d" % r["avahi_notable"])
+    head0 = "%d devices of %s, %g s" % (count, args.type, args.seconds)
+    extra = []
+    if args.churn is not None:
+        head0 = "%d devices of %s, churn %g,%g,%d, %g s" % (count, args.type, args.churn[0], args.churn[1],
+                                                           args.churn[2], run_seconds(args))
+        extra = churn_rows(row, gw, results)
 
-    head = ("%d devices of %s, %g s" % (count, args.type, args.seconds),) + tuple(names) + ("target (gateway)", "met")
+    head = (head0,) + tuple(names) + ("target (gateway)", "met")
     lines = [(m,) + tuple(v[n] for n in names) + (t, {True: "yes", False: "NO", None: ""}[ok]) for m, v, t, ok in rows]
     widths = [max(len(str(x[i])) for x in [head] + lines) for i in range(len(head))]
     fmt = "  ".join("%%-%ds" % w for w in widths)
@@ -342,7 +469,94 @@ def table(results, args):
             out.append("%s: resolution, %d x: %s" % (r["system"], n, problem))
         for line in r["watcher_other_lines"][:5]:
             out.append("%s: watcher said: %s" % (r["system"], line))
-    return "\n".join(out)
+    return "\n".join(out + extra)
+
+
+def _list(values, fmt):
+    return " ".join("-" if v is None else fmt % v for v in values)
+
+
+def churn_rows(row, gw, results):
+    """Adds the churn rows to the table (through `row`); returns the lines to print under it:
+    the CPU and RSS of each period, and the stale instances."""
+    limit = TARGET_CHURN_SEEN
+
+    def spread(key):
+        def text(r):
+            s = r["churn"][key]
+            return "%s / %s / %s" % (_secs(s["p50"]), _secs(s["p95"]), _secs(s["max"])) if s["n"] else "-"
+        return text
+
+    def late(key):
+        return lambda r: "%d (%d never) of %d" % (r["churn"][key]["late"], r["churn"][key]["never"],
+                                                  r["churn"][key]["n"])
+    gc = None if gw is None else gw["churn"]
+    row("churn: leaves / returns", lambda r: "%d / %d%s" % (r["churn"]["leaves"], r["churn"]["returns"],
+                                                            "" if r["churn"]["crowd_done"] else " (crowd not done)"))
+    row("churn: removal seen after, p50 / p95 / max", spread("removal"), "max <= %g s" % limit,
+        None if gc is None else gc["removal"]["max"] is not None and gc["removal"]["max"] <= limit)
+    row("churn: removals not seen within %g s" % limit, late("removal"), "0",
+        None if gc is None else gc["removal"]["late"] == 0)
+    row("churn: re-addition seen after, p50 / p95 / max", spread("readd"), "max <= %g s" % limit,
+        None if gc is None else gc["readd"]["max"] is not None and gc["readd"]["max"] <= limit)
+    row("churn: re-additions not seen within %g s" % limit, late("readd"), "0",
+        None if gc is None else gc["readd"]["late"] == 0)
+    row("churn: returns never removed by the watcher", lambda r: "%d" % r["churn"]["unremoved_returns"])
+    row("churn: removals / additions not caused by the crowd",
+        lambda r: "%d / %d" % (r["churn"]["uncaused_removals"], r["churn"]["uncaused_additions"]), "0 / 0",
+        None if gc is None else gc["uncaused_removals"] == 0 and gc["uncaused_additions"] == 0)
+    row("churn: at the end, stale / missing", lambda r: "%d / %d" % (len(r["churn"]["stale"]),
+                                                                     len(r["churn"]["missing"])),
+        "0 / 0", None if gc is None else not gc["stale"] and not gc["missing"])
+    for label, who in (("proxy", "proxy"), ("router avahi-daemon", "router avahi")):
+        def cpu(r, w=who):
+            v = r["churn"]["period_cpu"].get(w)
+            return "-" if v is None or len(v) < 2 else "%.2f / %.2f" % (min(v[1:]), max(v[1:]))
+
+        def rss(r, w=who):
+            v = [x for x in r["churn"]["period_rss_mib"].get(w, [])[1:] if x is not None]
+            return "-" if not v else "%.1f / %.1f / %.1f" % (v[0], v[-1], max(v))
+        row("churn: CPU s per churn period, %s, min / max" % label, cpu, "flat")
+        row("churn: RSS MiB, %s, period 0 / last / max" % label, rss, "flat")
+    out = []
+    for r in results:
+        c = r["churn"]
+        out.append("%s: periods end at %s s" % (r["system"], _list(c["period_ends"], "%g")))
+        for label, who in (("proxy", "proxy"), ("router avahi-daemon", "router avahi"), ("watcher", "watcher"),
+                           ("crowd", "crowd")):
+            if who in c["period_cpu"]:
+                out.append("%s: CPU s per period (0 = announcements), %s: %s" % (
+                    r["system"], label, _list(c["period_cpu"][who], "%.2f")))
+        for label, who in (("proxy", "proxy"), ("router avahi-daemon", "router avahi"), ("watcher", "watcher")):
+            if who in c["period_rss_mib"]:
+                out.append("%s: RSS MiB before the crowd, then at each period's end, %s: %s" % (
+                    r["system"], label, _list(c["period_rss_mib"][who], "%.1f")))
+        for what in ("stale", "missing"):
+            if c[what]:
+                out.append("%s: %s at the end (%d): %s" % (r["system"], what, len(c[what]),
+                                                           " ".join("%04d" % k for k in c[what][:20])))
+    return out
+
+
+def run_seconds(args):
+    """How long a run lasts after time zero: --seconds, or with --churn F,S,R until 1 s before
+    the round after the last ((R + 1) * S - 1), if that is longer."""
+    if args.churn is None:
+        return args.seconds
+    return max(args.seconds, (args.churn[2] + 1) * args.churn[1] - 1)
+
+
+def parse_churn(text):
+    """--churn F,S,R -> (fraction, period seconds, rounds)."""
+    try:
+        f, s, r = text.split(",")
+        value = (float(f), float(s), int(r))
+    except ValueError:
+        raise argparse.ArgumentTypeError("--churn takes FRACTION,PERIOD,ROUNDS, e.g. 0.1,60,10") from None
+    if not 0 < value[0] <= 1 or not 10 <= value[1] <= 600 or not 1 <= value[2] <= 100:
+        raise argparse.ArgumentTypeError("--churn: fraction above 0 and at most 1, period 10 to 600 s, "
+                                         "rounds 1 to 100")
+    return value
 
 
 def main(argv=None):
@@ -358,6 +572,8 @@ def main(argv=None):
     ap.add_argument("--json", metavar="OUT")
     ap.add_argument("--announce-burst", type=int, metavar="PACKETS",
                     help="the proxy's mdns-announce-burst (default: the proxy's default, 40)")
+    ap.add_argument("--churn", type=parse_churn, metavar="F,S,R",
+                    help="churn: a fraction F of the devices leave and return in each of R rounds, S s apart")
     args = ap.parse_args(argv)
     if not 1 <= args.count <= 9999 or not 10 <= args.seconds <= 600:
         ap.error("--count must be 1 to 9999 and --seconds 10 to 600")
@@ -372,9 +588,13 @@ def main(argv=None):
     print(table(results, args))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"count": args.count, "seconds": args.seconds, "type": args.type, "load_at_start": load,
-                       "proxy_bin": L.Lab.proxy_bin() if "gateway" in systems else None, "results": results},
-                      f, indent=1)
+            head = {"count": args.count, "seconds": args.seconds, "type": args.type, "load_at_start": load}
+            if args.churn is not None:
+                head["churn"] = {"fraction": args.churn[0], "period": args.churn[1], "rounds": args.churn[2],
+                                 "run_seconds": run_seconds(args)}
+            head["proxy_bin"] = L.Lab.proxy_bin() if "gateway" in systems else None
+            head["results"] = results
+            json.dump(head, f, indent=1)
             f.write("\n")
     return 0
 
