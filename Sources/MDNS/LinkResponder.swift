@@ -41,6 +41,10 @@ public final class LinkResponder: MDNSPublisher, @unchecked Sendable {
     private var collided: [MDNSGroup.Key: [MDNSRecord]] = [:]
     private var started = false
     private var isShutDown = false
+    /// This host's addresses, read when a socket opens: this host's own avahi-daemon asks the
+    /// client link too (the gateway follows it), never hears these records (loopback is off),
+    /// and would draw the whole of a type's answer at each of its queries.
+    private var localAddresses: Set<String> = []
     /// The last problem logged per interface: a repeat is logged at debug.
     private var problems: [String: String] = [:]
     private let onCollision: @Sendable (MDNSGroup.Key) -> Void
@@ -160,6 +164,9 @@ public final class LinkResponder: MDNSPublisher, @unchecked Sendable {
             cavahi_watch_free(pollAPI, entry.watch)
             watches[fd] = nil
         }
+        if open.contains(where: { watches[$0.fd]?.interface != $0.interface }) {
+            localAddresses = MulticastSender.localAddresses()
+        }
         for (fd, interface) in open where watches[fd] == nil {
             guard let watch = cavahi_watch_new(pollAPI, fd, responderWatchCallback, Unmanaged.passUnretained(self).toOpaque())
             else {
@@ -180,10 +187,11 @@ public final class LinkResponder: MDNSPublisher, @unchecked Sendable {
         guard !isShutDown, let interface = watches[fd]?.interface else { return }
         for _ in 0..<Self.readBatch {
             guard let datagram = MulticastSender.receive(fd) else { break }
-            guard let message = try? Message(wire: datagram.bytes) else { continue }
+            let source = datagram.address
+            guard !localAddresses.contains(source), let message = try? Message(wire: datagram.bytes) else { continue }
             let channel = QueryAnswerer.Channel(interface: interface, family: datagram.family)
             let reaction = answerer.received(
-                message, from: datagram.address, port: datagram.port, on: channel, now: announcer.now
+                message, from: source, port: datagram.port, on: channel, now: announcer.now
             ) {
                 announcer.held($0, on: interface)
             }

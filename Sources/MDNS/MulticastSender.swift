@@ -80,20 +80,33 @@ final class MulticastSender: AnnouncementTransport {
         var family: Family { Int32(source.ss_family) == AF_INET6 ? .v6 : .v4 }
 
         /// The source address's octets in hex: who sent it (RFC 6762 §7.2).
-        var address: String {
-            var source = self.source
-            let family = Int32(source.ss_family)
-            let octets: [UInt8] = withUnsafePointer(to: &source) { pointer in
-                switch family {
-                case AF_INET:
-                    pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) } }
-                case AF_INET6:
-                    pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) } }
-                default: []
-                }
-            }
-            return octets.map { String($0, radix: 16) }.joined(separator: ":")
+        var address: String { withUnsafeBytes(of: source) { MulticastSender.text(of: $0.baseAddress!) } }
+    }
+
+    /// An address's octets in hex (the form `Datagram.address` and `localAddresses` share).
+    static func text(of address: UnsafeRawPointer) -> String {
+        let family = Int32(address.load(as: sockaddr.self).sa_family)
+        let octets: [UInt8] = switch family {
+        case AF_INET: withUnsafeBytes(of: address.load(as: sockaddr_in.self).sin_addr) { Array($0) }
+        case AF_INET6: withUnsafeBytes(of: address.load(as: sockaddr_in6.self).sin6_addr) { Array($0) }
+        default: []
         }
+        return octets.map { String($0, radix: 16) }.joined(separator: ":")
+    }
+
+    /// This host's addresses (every interface's), as `Datagram.address` writes them: a query
+    /// from one of them is this host's own avahi-daemon asking.
+    static func localAddresses() -> Set<String> {
+        var head: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&head) == 0, let first = head else { return [] }
+        defer { freeifaddrs(first) }
+        var addresses: Set<String> = []
+        for entry in sequence(first: first, next: { $0.pointee.ifa_next }) {
+            guard let address = entry.pointee.ifa_addr else { continue }
+            let family = Int32(address.pointee.sa_family)
+            if family == AF_INET || family == AF_INET6 { addresses.insert(text(of: UnsafeRawPointer(address))) }
+        }
+        return addresses
     }
 
     /// The next datagram waiting on `fd`, nil when none is.
