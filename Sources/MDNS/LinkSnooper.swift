@@ -1,7 +1,6 @@
 import DNSWire
 import Logging
 import Synchronization
-internal import CAvahiClient
 
 /// Records a link's mDNS traffic carried lately, for a new lookup to start from.
 public protocol MDNSLinkCache: AnyObject, Sendable {
@@ -17,24 +16,16 @@ public protocol MDNSLinkCache: AnyObject, Sendable {
 /// here instead, and the daemon's cache confirms it (`BrowseTable.subscribe`).
 ///
 /// Its sockets are `MulticastSender`'s (bound to the group beside avahi-daemon's, joined on
-/// each far interface only); it sends nothing. One thread (an avahi threaded poll: the
-/// sockets' watches and a timer that opens what could not be opened, no D-Bus), started by
-/// the first `listen` with an interface; the sockets and watches are guarded by its lock, the
-/// cache by a mutex of its own (read from the proxy's threads). The sockets are opened,
-/// closed and watched on that thread only (`LinkResponder` says why): `listen` notes the
-/// interfaces and wakes it.
+/// each far interface only); it sends nothing. One thread (`MulticastLoop`: the sockets'
+/// watches and a timer that opens what could not be opened, no D-Bus), started by the first
+/// `listen` with an interface; the sockets are guarded by its lock, the cache by a mutex of
+/// its own (read from the proxy's threads). `listen` notes the interfaces and wakes it.
 public final class LinkSnooper: MDNSLinkCache, @unchecked Sendable {
     private let logger: Logger
-    private let poll: OpaquePointer  // AvahiThreadedPoll*
-    private let pollAPI: UnsafePointer<AvahiPoll>
-    private let sockets = MulticastSender()
+    private let loop: MulticastLoop
     private let cache: Mutex<SnoopCache>
     private let origin = ContinuousClock.now
     private var interfaces: Set<String> = []
-    private var watches: [Int32: (watch: OpaquePointer, interface: String)] = [:]
-    private var timer: OpaquePointer?  // AvahiTimeout*
-    private var started = false
-    private var isShutDown = false
     /// Interfaces whose sockets could not be opened, logged once each until they open.
     private var missing: Set<String> = []
 
@@ -42,18 +33,13 @@ public final class LinkSnooper: MDNSLinkCache, @unchecked Sendable {
     static let retry: Duration = .seconds(5)
 
     public init(logger: Logger, limit: Int = 16_384) throws(MDNSError) {
-        guard let poll = avahi_threaded_poll_new() else { throw .daemon("cannot create the mDNS listener's poll") }
         self.logger = logger
-        self.poll = poll
-        self.pollAPI = avahi_threaded_poll_get(poll)
+        self.loop = try MulticastLoop()
         self.cache = Mutex(SnoopCache(limit: limit))
-        self.timer = cavahi_timeout_new(pollAPI, snooperTimerCallback, Unmanaged.passUnretained(self).toOpaque())
+        loop.handle(timer: { [unowned self] in openAndWatch() }, readable: { [unowned self] in readable($0, on: $1) })
     }
 
-    deinit {
-        shutdown()
-        avahi_threaded_poll_free(poll)
-    }
+    deinit { shutdown() }
 
     private var now: Duration { ContinuousClock.now - origin }
 
@@ -64,55 +50,36 @@ public final class LinkSnooper: MDNSLinkCache, @unchecked Sendable {
 
     /// Listens on `interfaces` from now on (and no longer on others).
     public func listen(on interfaces: Set<String>) {
-        locked {
-            guard !isShutDown, interfaces != self.interfaces else { return }
+        loop.locked {
+            guard !loop.isShutDown, interfaces != self.interfaces else { return }
             self.interfaces = interfaces
             cache.withLock { $0.keep(only: interfaces) }
-            if !interfaces.isEmpty && !started {
-                started = avahi_threaded_poll_start(poll) >= 0
-                if !started { logger.error("cannot start the mDNS listener's thread; far links are followed through avahi-daemon only") }
+            if !interfaces.isEmpty && !loop.start() {
+                logger.error("cannot start the mDNS listener's thread; far links are followed through avahi-daemon only")
             }
-            if let timer { cavahi_timeout_arm(pollAPI, timer, 0) }
+            loop.wake()
         }
     }
 
     public func shutdown() {
-        let first = locked { () -> Bool in
-            defer { isShutDown = true }
-            return !isShutDown
-        }
-        guard first else { return }
-        // Its thread is stopped first: what follows touches the sockets.
-        if started { avahi_threaded_poll_stop(poll) }
-        for entry in watches.values { cavahi_watch_free(pollAPI, entry.watch) }
-        watches = [:]
-        for (_, interface) in sockets.descriptors { sockets.close(interface) }
-        if let timer { cavahi_timeout_free(pollAPI, timer) }
-        timer = nil
-    }
-
-    private func locked<R>(_ body: () -> R) -> R {
-        avahi_threaded_poll_lock(poll)
-        defer { avahi_threaded_poll_unlock(poll) }
-        return body()
+        guard loop.shutDown() else { return }
+        for (_, interface) in loop.sockets.descriptors { loop.sockets.close(interface) }
     }
 
     // MARK: The listener's thread (its lock held)
 
     /// Opens each interface's sockets (again, after the interface came back with a new
-    /// index), watches them, and looks again later while one could not be opened.
+    /// index), closes those of interfaces no longer listened on, watches what is open, and
+    /// looks again later while one could not be opened.
     private func openAndWatch() {
-        for (_, interface) in sockets.descriptors where !interfaces.contains(interface) {
-            for (fd, entry) in watches where entry.interface == interface {
-                cavahi_watch_free(pollAPI, entry.watch)
-                watches[fd] = nil
-            }
-            sockets.close(interface)
+        guard !loop.isShutDown else { return }
+        for (_, interface) in loop.sockets.descriptors where !interfaces.contains(interface) {
+            loop.sockets.close(interface)
         }
         missing = missing.intersection(interfaces)
         var failed = false
         for interface in interfaces.sorted() {
-            if sockets.open(interface) {
+            if loop.sockets.open(interface) {
                 missing.remove(interface)
             } else {
                 failed = true
@@ -123,34 +90,14 @@ public final class LinkSnooper: MDNSLinkCache, @unchecked Sendable {
                 }
             }
         }
-        let open = sockets.descriptors
-        for (fd, entry) in watches where !open.contains(where: { $0.fd == fd && $0.interface == entry.interface }) {
-            cavahi_watch_free(pollAPI, entry.watch)
-            watches[fd] = nil
-        }
-        for (fd, interface) in open where watches[fd] == nil {
-            if let watch = cavahi_watch_new(pollAPI, fd, snooperWatchCallback, Unmanaged.passUnretained(self).toOpaque()) {
-                watches[fd] = (watch, interface)
-            }
-        }
-        if let timer {
-            if failed {
-                cavahi_timeout_arm(pollAPI, timer, UInt32(Self.retry / .milliseconds(1)))
-            } else {
-                cavahi_timeout_disarm(pollAPI, timer)
-            }
-        }
+        loop.watchSockets()
+        if failed { loop.wake(after: Self.retry) } else { loop.disarm() }
     }
 
-    fileprivate func timerFired() {
-        guard !isShutDown else { return }
-        openAndWatch()
-    }
-
-    fileprivate func readable(_ fd: Int32) {
-        guard !isShutDown, let interface = watches[fd]?.interface else { return }
+    private func readable(_ fd: Int32, on interface: String) {
+        guard !loop.isShutDown else { return }
         var heard: [Message] = []
-        for _ in 0..<LinkResponder.readBatch {
+        for _ in 0..<MulticastLoop.readBatch {
             guard let datagram = MulticastSender.receive(fd) else { break }
             // Only responses: a header's QR bit, read before a parse.
             guard datagram.bytes.count > 12, datagram.bytes[2] & 0x80 != 0,
@@ -164,16 +111,4 @@ public final class LinkSnooper: MDNSLinkCache, @unchecked Sendable {
             for message in heard { cache.heard(message, on: interface, now: now) }
         }
     }
-}
-
-// MARK: - C callbacks (the poll's lock held)
-
-private let snooperTimerCallback: AvahiTimeoutCallback = { _, userdata in
-    guard let userdata else { return }
-    Unmanaged<LinkSnooper>.fromOpaque(userdata).takeUnretainedValue().timerFired()
-}
-
-private let snooperWatchCallback: AvahiWatchCallback = { _, fd, _, userdata in
-    guard let userdata else { return }
-    Unmanaged<LinkSnooper>.fromOpaque(userdata).takeUnretainedValue().readable(fd)
 }

@@ -23,8 +23,10 @@ struct GatewayTests {
     static let printer = "_ipp._tcp Printer from lab1.example."
     let txt: [UInt8] = [6] + Array("rp=ipp".utf8) + [0] + [3] + Array("a=b".utf8)
 
-    func harness(_ services: ServiceFilter = ServiceFilter(allow: ["_ipp._tcp"])) -> (Harness, Gateway, CapturePublisher) {
-        let h = Harness { config in
+    func harness(
+        _ services: ServiceFilter = ServiceFilter(allow: ["_ipp._tcp"]), linkCache: (any MDNSLinkCache)? = nil
+    ) -> (Harness, Gateway, CapturePublisher) {
+        let h = Harness(linkCache: linkCache) { config in
             config.links[1].announce = [Announcement(from: try! DNSName("lab1.example."), services: services)]
         }
         let publisher = CapturePublisher()
@@ -67,13 +69,7 @@ struct GatewayTests {
             MDNSRecord(name: try DNSName("printer.local."), type: .a, rdata: [192, 0, 2, 7]),
             MDNSRecord(name: try DNSName("printer.local."), type: .a, rdata: [192, 0, 2, 8]),
         ])
-        let h = Harness(linkCache: heard) { config in
-            config.links[1].announce = [Announcement(from: try! DNSName("lab1.example."), services: ServiceFilter(allow: ["_ipp._tcp"]))]
-        }
-        let publisher = CapturePublisher()
-        let gateway = Gateway(proxy: h.proxy, publisher: publisher, scheduler: h.clock, logger: Logger(label: "test"))
-        gateway.start()
-        h.clock.advance(by: .milliseconds(20))
+        let (h, gateway, publisher) = harness(linkCache: heard)
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")))
         h.clock.advance(by: .milliseconds(1100))  // past `clientSettle`; the backend has delivered nothing else
         let host = try #require(publisher.group("host printer-lab1.local."))
@@ -85,6 +81,26 @@ struct GatewayTests {
         h.clock.advance(by: .milliseconds(100))
         #expect(publisher.group("host printer-lab1.local.")?.records.map(\.rdata) == [[192, 0, 2, 7]])
         withExtendedLifetime(gateway) {}
+    }
+
+    @Test("issue 45: a device that leaves, its address's goodbye before its PTR's, is not reported held back")
+    func leavingIsNotHeldBack() throws {
+        let (h, gateway, publisher) = harness()
+        announcePrinter(h, addresses: [.a([192, 0, 2, 7])])
+        #expect(publisher.group(Self.printer) != nil)
+        h.backend.remove("printer.local.", .a, .a([192, 0, 2, 7]))
+        var held: [String] = []
+        for _ in 0..<10 {
+            h.clock.advance(by: .milliseconds(100))
+            held += gateway.status.flatMap(\.heldBack).map(\.instance)
+        }
+        h.backend.remove("_ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")))
+        for _ in 0..<50 {
+            h.clock.advance(by: .milliseconds(100))
+            held += gateway.status.flatMap(\.heldBack).map(\.instance)
+        }
+        #expect(held.isEmpty)
+        #expect(publisher.groups.isEmpty)
     }
 
     @Test("issue 45: a far instance is reported held back only once its lookups ask the link, and 3 s after")

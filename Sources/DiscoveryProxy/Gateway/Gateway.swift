@@ -134,6 +134,9 @@ public final class Gateway: Sendable {
         /// When a pass first found each subscription's lookups asking the link (the daemon
         /// delivered its cache or results): a lookup queued in the backend has not had its chance.
         var asking: [RecordKey: Duration] = [:]
+        /// Since when each far instance now held back has been so: a device that leaves says
+        /// goodbye to its address before its PTR is gone, and is incomplete for a moment.
+        var heldSince: [DNSName: Duration] = [:]
         var keysByID: [UInt16: RecordKey] = [:]
         var nextID: UInt16 = 0
     }
@@ -263,9 +266,14 @@ public final class Gateway: Sendable {
                 model.routes[index].records.prune()
                 noteAsking(&model.routes[index], now: now)
             }
-            let (groups, status, waiting, levels) = Self.groups(
+            let (groups, status, waiting, levels, held) = Self.groups(
                 model.routes, renames: model.renames, onAir: model.levels, now: now)
             model.levels = levels
+            for index in model.routes.indices {
+                model.routes[index].heldSince = held[index].reduce(into: [:]) { since, instance in
+                    since[instance] = model.routes[index].heldSince[instance] ?? now
+                }
+            }
             recheck = waiting
             report(held: status, before: model.status)
             guard groups != model.published else {
@@ -374,23 +382,27 @@ public final class Gateway: Sendable {
     /// instance (PTR, type enumeration PTR, SRV, TXT) and one per host (A, AAAA). An instance
     /// whose type the client link has not been followed for `clientSettle` waits, unless it
     /// is announced already (`onAir`: it keeps its name meanwhile); the third value is when
-    /// to look again, the fourth the level of each instance announced.
+    /// to look again, the fourth the level of each instance announced, the fifth each route's
+    /// instances held back now (reported or not yet).
     private static func groups(
         _ routes: [RouteState], renames: [MDNSGroup.Key: Int], onAir: [MDNSGroup.Key: Int], now: Duration
-    ) -> ([MDNSGroup], [AnnouncementStatus], Duration?, [MDNSGroup.Key: Int]) {
+    ) -> ([MDNSGroup], [AnnouncementStatus], Duration?, [MDNSGroup.Key: Int], [[DNSName]]) {
         var groups: [MDNSGroup.Key: [MDNSRecord]] = [:]
         var chosen: [MDNSGroup.Key: Int] = [:]
         var status: [AnnouncementStatus] = []
         var waiting: Duration?
+        var heldNow: [[DNSName]] = []
         for state in routes {
             let route = state.route
             var announced: [String] = []
             let (services, held) = state.records.survey(route)
+            heldNow.append(held.map(\.instance))
             var heldBack: [AnnouncementStatus.HeldBack] = []
             for (instance, why) in held {
-                // Reported once its SRV and its targets' addresses have asked the link for
-                // `heldAfter`: records arrive one by one, and lookups wait for their budget and
-                // then in the backend's queue (issue 45: a thousand far devices' lookups).
+                // Reported once it has been held back, and its SRV and its targets' addresses
+                // have asked the link, for `heldAfter`: records arrive one by one, lookups wait
+                // for their budget and then in the backend's queue (issue 45: a thousand far
+                // devices' lookups), and a device that leaves loses its address first.
                 let lookups = [RecordKey(name: instance, type: .srv)] + state.records.targets(of: instance, route).flatMap {
                     [RecordKey(name: $0, type: .a), RecordKey(name: $0, type: .aaaa)]
                 }
@@ -399,7 +411,7 @@ public final class Gateway: Sendable {
                     waiting = min(waiting ?? .seconds(3600), askingRecheck)
                     continue
                 }
-                let since = asking.compactMap { $0 }.reduce(Duration.zero, max)
+                let since = asking.compactMap { $0 }.reduce(state.heldSince[instance] ?? now, max)
                 guard now - since >= heldAfter else {
                     waiting = min(waiting ?? .seconds(3600), heldAfter - (now - since))
                     continue
@@ -462,7 +474,7 @@ public final class Gateway: Sendable {
         }
         // Names were checked against the link's own instances: announced without probing.
         let published = groups.sorted { $0.key < $1.key }.map { MDNSGroup(key: $0.key, records: $0.value, probe: false) }
-        return (published, status, waiting, chosen)
+        return (published, status, waiting, chosen, heldNow)
     }
 
     /// The first rename level, from `level` on, whose name the client link does not use: a
