@@ -1,6 +1,5 @@
 import DNSWire
 import Logging
-import Synchronization
 
 /// `MDNSPublisher` that is the mDNS responder for its records itself, on each interface it
 /// publishes on: it announces them and says goodbye (`GroupAnnouncer`, RFC 6762 §8.3, §10.1),
@@ -9,7 +8,7 @@ import Synchronization
 ///
 /// Why not avahi-daemon's entry groups: each group is a D-Bus call per record, plus one to
 /// create and one to commit it, and avahi-daemon spends about a millisecond on each. A
-/// thousand far instances on one client link were some 9,000 calls and 11 s of the daemon's
+/// thousand far instances on one client link were some 9,000 calls and 7.5 s of the daemon's
 /// CPU, fifty client links would be fifty times that, and the daemon's per-client object limit
 /// stops at 4,096 groups. Here publishing costs no call, nothing waits for the daemon, and
 /// what is announced stays announced while it restarts. Names are not probed for (§8.1): the
