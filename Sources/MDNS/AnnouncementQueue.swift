@@ -86,11 +86,6 @@ public struct AnnouncementQueue: Sendable {
         pending[interface] = queue
     }
 
-    /// Forgets what is pending on `interface` (it went away).
-    public mutating func cancel(on interface: String) {
-        pending[interface] = nil
-    }
-
     /// The packets to send now, per interface, as far as each interface's budget allows.
     /// `ignoringPacing` empties the queue at once (shutdown goodbyes).
     public mutating func due(now: Duration, ignoringPacing: Bool = false) -> [(interface: String, packet: [UInt8])] {

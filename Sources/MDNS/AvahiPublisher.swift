@@ -17,7 +17,7 @@ internal import CAvahiClient
 /// gone) is logged once per reason and retried every `retryDelay`, and on the next `publish`.
 ///
 /// **Nothing waits for avahi.** Creating, filling, committing, resetting and freeing a group are
-/// blocking D-Bus calls: an `AvahiWorker` makes them, each under a deadline, and `publish`,
+/// blocking D-Bus calls: an `AvahiWorker` makes them, each under a deadline, and `publish`
 /// returns at once (a `publish` while another waits replaces it). A call
 /// past its deadline tears the connection down; it is made again a second later, and the
 /// groups with it.
@@ -49,19 +49,17 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private let onError: @Sendable (String) -> Void
     private var wanted: [MDNSGroup.Key: MDNSGroup] = [:]
     private var groups: [MDNSGroup.Key: PublishedGroup] = [:]
-    /// The last problem logged per interface, so a retry that fails alike logs at debug.
-    private var problems: [String: String] = [:]
+    private var problems = InterfaceProblems()
     private var timer: OpaquePointer?  // AvahiTimeout*
     /// The latest `publish` not yet applied by the worker, and whether a job will apply it.
     private let pending = Mutex<(groups: [MDNSGroup]?, queued: Bool, everWanted: Bool)>((nil, false, false))
-
 
     /// A connection torn down for a stall is made again this much later.
     static let stallRetry: Duration = .seconds(1)
 
     /// `onCollision` runs on the poll thread with its lock held: it must not call `publish`
     /// before returning (hand the rename to another queue). `onError` is told the interface of
-    /// every failure to publish or announce there (a metric), on the same thread.
+    /// every failure to publish there (a metric), on the same thread.
     public init(
         logger: Logger, retryDelay: Duration = .seconds(10),
         requestDeadline: Duration = AvahiBackend.defaultRequestDeadline,
@@ -273,10 +271,10 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             // The daemon went away: its groups are gone with it; freed here without a D-Bus call.
             self.isRunning = false
             self.dropGroups(connected: false)
-            case AVAHI_CLIENT_FAILURE:
+        case AVAHI_CLIENT_FAILURE:
             self.isRunning = false
             self.dropGroups(connected: false)
-                self.clientFailed = true
+            self.clientFailed = true
             if self.tornDown {
                 self.logger.debug("avahi publisher connection torn down after a stall; reconnecting")
                 self.armTimer(after: Self.stallRetry)
@@ -359,7 +357,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             guard let name = AvahiName.escape(record.name) else { continue }
             // RFC 6762 §2: PTRs are shared; the rest is probed for and owned (§8.1).
             let unique = AVAHI_PUBLISH_UNIQUE.rawValue | (probe ? 0 : AVAHI_PUBLISH_NO_PROBE.rawValue)
-            let flags = AvahiPublishFlags(record.type != .ptr ? unique : 0)
+            let flags = AvahiPublishFlags(GroupAnnouncer.isUnique(record) ? unique : 0)
             let error = self.call("add a record to an entry group") {
                 name.withCString { text in
                     record.rdata.withUnsafeBytes { rdata in
@@ -414,7 +412,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         guard !self.isShutDown, self.groups[group.key] === group else { return }
         switch state {
         case AVAHI_ENTRY_GROUP_ESTABLISHED:
-            self.problems[group.key.interface] = nil
+            self.problems.clear(group.key.interface)
             self.logger.debug(
                 "mDNS records published",
                 metadata: [
@@ -441,14 +439,8 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     // MARK: Retry (poll lock held)
 
     private func note(_ interface: String, _ problem: String) {
-        let metadata: Logger.Metadata = interface.isEmpty ? [:] : ["mdns.interface": "\(interface)"]
         if !interface.isEmpty { self.onError(interface) }
-        if self.problems[interface] == problem {
-            self.logger.debug("\(problem)", metadata: metadata)
-        } else {
-            self.problems[interface] = problem
-            self.logger.error("\(problem)", metadata: metadata)
-        }
+        self.problems.log(problem, on: interface, to: self.logger)
     }
 
     private func armTimer(after delay: Duration) {

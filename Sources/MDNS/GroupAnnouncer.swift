@@ -4,7 +4,6 @@ import DNSWire
 protocol AnnouncementTransport: AnyObject {
     /// Why the packet could not be sent, or nil.
     func send(_ packet: [UInt8], on interface: String) -> String?
-    func close(_ interface: String)
 }
 
 /// What the clients on each interface were told about each published group, and the
@@ -68,13 +67,12 @@ final class GroupAnnouncer {
     /// the members they were not sent, §10.2), and says goodbye to what is gone.
     func established(_ key: MDNSGroup.Key, records: [MDNSRecord]) {
         let before = told[key] ?? []
-        let previous = before
         let current = Set(records)
         let changed = Set((records.filter { !before.contains($0) } + before.filter { !current.contains($0) })
             .filter(Self.isUnique).map(RRSetKey.init))
         let remaining = Set(records.filter(Self.isUnique).map(RRSetKey.init))
         tell(key, records)
-        goodbye(previous.filter { !current.contains($0) && !remaining.contains(RRSetKey($0)) }, key: key)
+        goodbye(before.filter { !current.contains($0) && !remaining.contains(RRSetKey($0)) }, key: key)
         let new = records.filter { !before.contains($0) || changed.contains(RRSetKey($0)) }
         queue.announce(new.map(Self.outgoing), on: key.interface, now: now)
     }
@@ -82,16 +80,6 @@ final class GroupAnnouncer {
     /// avahi no longer holds `key`'s records (the group was freed): goodbye to them.
     func withdrawn(_ key: MDNSGroup.Key) {
         goodbye(tell(key, nil) ?? [], key: key)
-    }
-
-    /// The group's records went with their interface: nobody there to tell; published again
-    /// later, they are announced in full.
-    func forget(_ key: MDNSGroup.Key) {
-        tell(key, nil)
-        if !told.keys.contains(where: { $0.interface == key.interface }) {
-            queue.cancel(on: key.interface)
-            sender.close(key.interface)
-        }
     }
 
     /// Another host owns the name now: goodbye to our data under it, not to the shared PTRs,

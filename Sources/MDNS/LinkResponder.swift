@@ -34,8 +34,7 @@ public final class LinkResponder: MDNSPublisher, @unchecked Sendable {
     /// client link too (the gateway follows it), never hears these records (loopback is off),
     /// and would draw the whole of a type's answer at each of its queries.
     private var localAddresses: Set<String> = []
-    /// The last problem logged per interface: a repeat is logged at debug.
-    private var problems: [String: String] = [:]
+    private var problems = InterfaceProblems()
     private let onCollision: @Sendable (MDNSGroup.Key) -> Void
     private let onError: @Sendable (String) -> Void
 
@@ -148,13 +147,6 @@ public final class LinkResponder: MDNSPublisher, @unchecked Sendable {
 
     private func problem(_ interface: String, _ error: String) {
         if !interface.isEmpty { onError(interface) }
-        let problem = "cannot send mDNS announcements or answers: \(error)"
-        let metadata: Logger.Metadata = interface.isEmpty ? [:] : ["mdns.interface": "\(interface)"]
-        if problems[interface] == problem {
-            logger.debug("\(problem)", metadata: metadata)
-        } else {
-            problems[interface] = problem
-            logger.error("\(problem)", metadata: metadata)
-        }
+        problems.log("cannot send mDNS announcements or answers: \(error)", on: interface, to: logger)
     }
 }

@@ -36,6 +36,12 @@ public struct MDNSRecord: Hashable, Sendable {
 }
 
 extension MDNSRecord {
+    /// A record of a received mDNS message, its RDATA uncompressed; nil when that does not encode.
+    init?(heard record: ResourceRecord) {
+        guard let rdata = try? record.rdata.wireBytes() else { return nil }
+        self.init(name: record.name, type: record.type, rdata: rdata)
+    }
+
     /// RFC 6762 §10: 120 s for records carrying a host name or address, 75 minutes otherwise.
     public static func defaultTTL(for type: RRType) -> UInt32 {
         switch type {

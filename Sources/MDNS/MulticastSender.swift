@@ -75,23 +75,31 @@ final class MulticastSender: AnnouncementTransport {
         var bytes: [UInt8]
         var source: sockaddr_storage
         var sourceLength: socklen_t
+        /// The source address's octets in hex: who sent it (RFC 6762 §7.2).
+        var address: String
         var port: UInt16
 
         var family: Family { Int32(source.ss_family) == AF_INET6 ? .v6 : .v4 }
-
-        /// The source address's octets in hex: who sent it (RFC 6762 §7.2).
-        var address: String { withUnsafeBytes(of: source) { MulticastSender.text(of: $0.baseAddress!) } }
     }
 
-    /// An address's octets in hex (the form `Datagram.address` and `localAddresses` share).
-    static func text(of address: UnsafeRawPointer) -> String {
-        let family = Int32(address.load(as: sockaddr.self).sa_family)
-        let octets: [UInt8] = switch family {
-        case AF_INET: withUnsafeBytes(of: address.load(as: sockaddr_in.self).sin_addr) { Array($0) }
-        case AF_INET6: withUnsafeBytes(of: address.load(as: sockaddr_in6.self).sin6_addr) { Array($0) }
-        default: []
+    /// A socket address's octets in hex (the form `Datagram.address` and `localAddresses`
+    /// share) and its port.
+    static func endpoint(_ address: UnsafeRawPointer) -> (address: String, port: UInt16) {
+        let octets: [UInt8]
+        let port: UInt16
+        switch Int32(address.load(as: sockaddr.self).sa_family) {
+        case AF_INET:
+            let v4 = address.load(as: sockaddr_in.self)
+            octets = withUnsafeBytes(of: v4.sin_addr) { Array($0) }
+            port = UInt16(bigEndian: v4.sin_port)
+        case AF_INET6:
+            let v6 = address.load(as: sockaddr_in6.self)
+            octets = withUnsafeBytes(of: v6.sin6_addr) { Array($0) }
+            port = UInt16(bigEndian: v6.sin6_port)
+        default:
+            return ("", 0)
         }
-        return octets.map { String($0, radix: 16) }.joined(separator: ":")
+        return (octets.map { String($0, radix: 16) }.joined(separator: ":"), port)
     }
 
     /// This host's addresses (every interface's), as `Datagram.address` writes them: a query
@@ -104,7 +112,7 @@ final class MulticastSender: AnnouncementTransport {
         for entry in sequence(first: first, next: { $0.pointee.ifa_next }) {
             guard let address = entry.pointee.ifa_addr else { continue }
             let family = Int32(address.pointee.sa_family)
-            if family == AF_INET || family == AF_INET6 { addresses.insert(text(of: UnsafeRawPointer(address))) }
+            if family == AF_INET || family == AF_INET6 { addresses.insert(endpoint(UnsafeRawPointer(address)).address) }
         }
         return addresses
     }
@@ -122,15 +130,8 @@ final class MulticastSender: AnnouncementTransport {
             }
         }
         guard count >= 0 else { return nil }
-        let family = Int32(source.ss_family)
-        let port: UInt16 = withUnsafePointer(to: &source) { pointer in
-            switch family {
-            case AF_INET: pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
-            case AF_INET6: pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
-            default: 0
-            }
-        }
-        return Datagram(bytes: Array(buffer[..<count]), source: source, sourceLength: length, port: port)
+        let (address, port) = withUnsafeBytes(of: source) { endpoint($0.baseAddress!) }
+        return Datagram(bytes: Array(buffer[..<count]), source: source, sourceLength: length, address: address, port: port)
     }
 
     /// Sends `packet` back to where `datagram` came from, through `fd` (RFC 6762 §6.7).

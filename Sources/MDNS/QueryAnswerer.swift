@@ -96,12 +96,6 @@ struct QueryAnswerer {
 
     var nextDue: Duration? { pending.values.map(\.due).min() }
 
-    /// Forgets what is pending on `interface` (it went away).
-    mutating func cancel(on interface: String) {
-        pending = pending.filter { $0.key.interface != interface }
-        lastMulticast = lastMulticast.filter { $0.key.channel.interface != interface }
-    }
-
     // MARK: Queries
 
     private mutating func query(
@@ -109,12 +103,7 @@ struct QueryAnswerer {
         held: (DNSName) -> [MDNSRecord]
     ) -> Reaction {
         // §7.1: what the querier holds with at least half our TTL left is not sent again.
-        let known = Set(message.answers.compactMap { record -> MDNSRecord? in
-            guard let rdata = try? record.rdata.wireBytes(),
-                record.ttl >= MDNSRecord.defaultTTL(for: record.type) / 2
-            else { return nil }
-            return MDNSRecord(name: record.name, type: record.type, rdata: rdata)
-        })
+        let known = Set(message.answers.filter(Self.hasHalfItsTTL).compactMap(MDNSRecord.init(heard:)))
         // §7.2: a truncated query's known answers go on in its sender's next packets (a
         // thousand instances of a type take several): they prune the answer waiting for it.
         if !known.isEmpty, var answer = pending[channel], answer.truncatedFrom.contains(source) {
@@ -199,6 +188,11 @@ struct QueryAnswerer {
         return out
     }
 
+    /// §7.1, §7.4: a copy with at least half the TTL we give its type left needs no repeat.
+    private static func hasHalfItsTTL(_ record: ResourceRecord) -> Bool {
+        record.ttl >= MDNSRecord.defaultTTL(for: record.type) / 2
+    }
+
     private static func pick(_ range: ClosedRange<Int>, _ random: Int) -> Int {
         range.lowerBound + abs(random) % (range.upperBound - range.lowerBound + 1)
     }
@@ -209,15 +203,14 @@ struct QueryAnswerer {
         var reaction = Reaction()
         var heard: Set<MDNSRecord> = []
         for record in message.answers + message.additional + message.authority where record.rrClass == .in {
-            guard let rdata = try? record.rdata.wireBytes() else { continue }
-            let heardRecord = MDNSRecord(name: record.name, type: record.type, rdata: rdata)
+            guard let heardRecord = MDNSRecord(heard: record) else { continue }
             let ours = held(record.name).filter { $0.type == record.type }
             if record.ttl == 0 {
                 if ours.contains(heardRecord) { reaction.goodbyes.append(heardRecord) }
                 continue
             }
             // §7.4: another responder gave this answer with at least half our TTL.
-            if record.ttl >= MDNSRecord.defaultTTL(for: record.type) / 2 { heard.insert(heardRecord) }
+            if Self.hasHalfItsTTL(record) { heard.insert(heardRecord) }
             // §9: a unique record of ours, another host's data under its name and type.
             if !ours.isEmpty, GroupAnnouncer.isUnique(heardRecord), !ours.contains(heardRecord) {
                 let conflict = Conflict(name: record.name, type: record.type)

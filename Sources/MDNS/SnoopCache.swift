@@ -31,7 +31,7 @@ struct SnoopCache: Sendable {
         guard message.isResponse else { return }
         for record in message.answers + message.authority + message.additional
         where record.rrClass == .in && Self.types.contains(record.type) {
-            guard let rdata = try? record.rdata.wireBytes() else { continue }
+            guard let rdata = MDNSRecord(heard: record)?.rdata else { continue }
             let key = MDNSQuestion(interface: interface, name: record.name, type: record.type)
             var list = entries[key] ?? []
             let before = list.count

@@ -11,7 +11,6 @@ import Testing
             packets.append((interface, packet))
             return nil
         }
-        func close(_ interface: String) {}
 
         /// "name type ttl" of every record sent since the last call.
         func take() throws -> [String] {
