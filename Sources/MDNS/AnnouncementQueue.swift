@@ -39,20 +39,18 @@ public struct AnnouncementQueue: Sendable {
     /// to spare; a record bigger than that goes alone (§17 allows up to 9000 bytes).
     public static let packetSize = 1400
 
-    private struct Pending: Sendable {
-        var outgoing: Outgoing
-        var due: Duration
-        /// A first announcement: the second is queued when this one is sent, a second later
-        /// (so a wait for the budget never merges the two).
-        var repeats = false
-    }
+    /// At most this many records fit a packet: each takes at least 12 bytes (a compressed
+    /// owner, type, class, TTL and length).
+    static let recordsPerPacket = packetSize / 12
 
     /// A change resets the buckets, so that a reload's budget applies at once.
     public var pacing: AnnouncementPacing {
         didSet { if pacing != oldValue { buckets = [:] } }
     }
-    private var pending: [String: [Pending]] = [:]
+    private var pending: [String: PendingAnnouncements] = [:]
     private var buckets: [String: TokenBucket] = [:]
+    /// When `due` next has something to send on each interface with records pending.
+    private var wakes: [String: Duration] = [:]
 
     public init(pacing: AnnouncementPacing = AnnouncementPacing()) {
         self.pacing = pacing
@@ -65,75 +63,77 @@ public struct AnnouncementQueue: Sendable {
     /// unique record's name and type (it was replaced).
     public mutating func announce(_ records: [Outgoing], on interface: String, now: Duration) {
         guard !records.isEmpty else { return }
-        var queue = pending[interface] ?? []
-        queue.removeAll { old in
-            records.contains { new in
-                old.outgoing.record == new.record
-                    || (new.unique && old.outgoing.ttl > 0 && old.outgoing.record.type == new.record.type
-                        && old.outgoing.record.name == new.record.name)
-            }
+        // Moved out, not copied: a copy would share its storage and copy it all at the first change.
+        var queue = pending.removeValue(forKey: interface) ?? PendingAnnouncements()
+        for new in records where new.unique {
+            for old in queue.announcing(like: new.record) where old != new.record { queue.cancel(old) }
         }
-        queue += records.map { Pending(outgoing: $0, due: now, repeats: true) }
+        for new in records { queue.add(new, due: now, repeats: true) }
         pending[interface] = queue
+        wakes[interface] = min(wakes[interface] ?? now, now)
     }
 
     /// Says goodbye to `records` on `interface` (TTL zero, once); their pending announcements are cancelled.
     public mutating func goodbye(_ records: [Outgoing], on interface: String, now: Duration) {
         guard !records.isEmpty else { return }
-        var queue = pending[interface] ?? []
-        queue.removeAll { old in records.contains { $0.record == old.outgoing.record } }
-        queue += records.map { Pending(outgoing: Outgoing(record: $0.record, unique: $0.unique, ttl: 0), due: now) }
+        var queue = pending.removeValue(forKey: interface) ?? PendingAnnouncements()
+        for old in records { queue.add(Outgoing(record: old.record, unique: old.unique, ttl: 0), due: now, repeats: false) }
         pending[interface] = queue
+        wakes[interface] = min(wakes[interface] ?? now, now)
     }
 
     /// The packets to send now, per interface, as far as each interface's budget allows.
     /// `ignoringPacing` empties the queue at once (shutdown goodbyes).
     public mutating func due(now: Duration, ignoringPacing: Bool = false) -> [(interface: String, packet: [UInt8])] {
-        var out: [(interface: String, packet: [UInt8])] = []
-        for interface in pending.keys.sorted() {
-            guard var queue = pending[interface] else { continue }
-            var ready: [Outgoing] = []
-            var seen: Set<Outgoing> = []
-            var repeating: Set<Outgoing> = []
-            queue.removeAll { item in
-                guard item.due <= now || ignoringPacing else { return false }
-                if seen.insert(item.outgoing).inserted { ready.append(item.outgoing) }
-                if item.repeats { repeating.insert(item.outgoing) }
-                return true
-            }
-            var repeats: [Pending] = []
-            var bucket = buckets[interface]
-                ?? TokenBucket(rate: pacing.packetsPerSecond, burst: pacing.burst, now: now)
-            var held: [Outgoing] = []
-            var wait = Duration.zero
-            for packet in MDNSResponseEncoder.packets(ready, limit: Self.packetSize) {
-                if !ignoringPacing && held.isEmpty {
-                    wait = bucket.reserve(now: now)
-                    if wait > .zero { bucket.refund() }
-                }
-                if ignoringPacing || (held.isEmpty && wait == .zero) {
-                    out.append((interface, packet.bytes))
-                    if !ignoringPacing {
-                        repeats += packet.records.filter(repeating.contains).map {
-                            Pending(outgoing: $0, due: now + Self.repeatAfter)
-                        }
+        interfaces.flatMap { interface in
+            due(on: interface, now: now, ignoringPacing: ignoringPacing).map { (interface, $0) }
+        }
+    }
+
+    /// The interfaces with something queued, in order.
+    public var interfaces: [String] { pending.keys.sorted() }
+
+    /// The packets to send now on `interface`, as far as its budget allows; only the records
+    /// those packets hold are encoded. The budget holds on the wire when the caller sends them
+    /// as soon as they are made, with `now` read then: encoding fifty client links' packets
+    /// before sending any put half a second between the budget's clock and the wire.
+    public mutating func due(on interface: String, now: Duration, ignoringPacing: Bool = false) -> [[UInt8]] {
+        guard ignoringPacing || (wakes[interface].map { $0 <= now } ?? true),
+            var queue = pending.removeValue(forKey: interface)
+        else { return [] }
+        var out: [[UInt8]] = []
+        var bucket = buckets[interface] ?? TokenBucket(rate: pacing.packetsPerSecond, burst: pacing.burst, now: now)
+        let tokens = ignoringPacing ? Int.max : bucket.available(now: now)
+        if tokens > 0 {
+            let limit = ignoringPacing ? Int.max : tokens.multipliedReportingOverflow(by: Self.recordsPerPacket).partialValue
+            let entries = queue.due(by: now, limit: limit).entries
+            var taken = entries.makeIterator()
+            for packet in MDNSResponseEncoder.packets(entries.map(\.outgoing), limit: Self.packetSize).prefix(tokens) {
+                if !ignoringPacing { _ = bucket.reserve(now: now) }
+                out.append(packet.bytes)
+                for _ in packet.records {
+                    guard let entry = taken.next() else { break }
+                    if entry.repeats && !ignoringPacing {
+                        queue.addSecond(entry.outgoing, due: now + Self.repeatAfter)
+                    } else {
+                        queue.cancel(entry.outgoing.record)
                     }
-                } else {
-                    held += packet.records
                 }
             }
-            buckets[interface] = bucket
-            // What the budget did not allow waits for the next token, ahead of later rounds.
-            queue = held.map { Pending(outgoing: $0, due: now + wait, repeats: repeating.contains($0)) } + queue + repeats
-            pending[interface] = queue.isEmpty ? nil : queue
+        }
+        buckets[interface] = bucket
+        // What is due and left waits for the next token, ahead of later rounds.
+        if let next = queue.due(by: now, limit: 0).next {
+            pending[interface] = queue
+            wakes[interface] = next > now ? next : now + bucket.untilNext(now: now)
+        } else {
+            wakes[interface] = nil
         }
         return out
     }
 
     /// When `due` has something to send next.
-    public var nextDue: Duration? {
-        pending.values.lazy.flatMap { $0 }.map(\.due).min()
-    }
+    public var nextDue: Duration? { wakes.values.min() }
 }
 
 /// Unsolicited mDNS responses on the wire (RFC 6762 §18: ID zero, QR and AA set, answers

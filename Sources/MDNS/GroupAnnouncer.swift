@@ -27,7 +27,10 @@ final class GroupAnnouncer {
     }
     /// The records held on each interface under each name (every type): what a query there
     /// is answered from (`QueryAnswerer`). Kept with `holders`.
-    private var byName: [NameOn: [MDNSRecord]] = [:]
+    /// Each with when it came (held in that order): a set, as a withdrawal removing one of a
+    /// thousand PTRs from a list was most of fifty client links' churn.
+    private var byName: [NameOn: [MDNSRecord: UInt64]] = [:]
+    private var heldSerial: UInt64 = 0
 
     private struct NameOn: Hashable {
         var interface: String
@@ -96,7 +99,7 @@ final class GroupAnnouncer {
 
     /// The records held on `interface` under `name`, of every type.
     func held(_ name: DNSName, on interface: String) -> [MDNSRecord] {
-        byName[NameOn(interface: interface, name: name)] ?? []
+        (byName[NameOn(interface: interface, name: name)] ?? [:]).sorted { $0.value < $1.value }.map(\.key)
     }
 
     /// The groups on `interface` whose records include `name` with `type`.
@@ -130,11 +133,14 @@ final class GroupAnnouncer {
 
     /// Sends what is due; returns what failed and when the next is due.
     func send(ignoringPacing: Bool = false) -> (errors: [(interface: String, error: String)], next: Duration?) {
-        let now = self.now
         var errors: [(interface: String, error: String)] = []
-        for (interface, packet) in queue.due(now: now, ignoringPacing: ignoringPacing) {
-            if let error = sender.send(packet, on: interface) { errors.append((interface, error)) }
+        for interface in queue.interfaces {
+            // Sent as soon as made, each interface at its own time (`AnnouncementQueue.due(on:)`).
+            for packet in queue.due(on: interface, now: now, ignoringPacing: ignoringPacing) {
+                if let error = sender.send(packet, on: interface) { errors.append((interface, error)) }
+            }
         }
+        let now = self.now
         return (errors, queue.nextDue.map { max(.zero, $0 - now) })
     }
 
@@ -161,7 +167,10 @@ final class GroupAnnouncer {
         for record in Set(records ?? []) {
             let holding = Holding(interface: key.interface, record: record)
             holders[holding, default: 0] += 1
-            if holders[holding] == 1 { byName[NameOn(interface: key.interface, name: record.name), default: []].append(record) }
+            if holders[holding] == 1 {
+                heldSerial &+= 1
+                byName[NameOn(interface: key.interface, name: record.name), default: [:]][record] = heldSerial
+            }
         }
         return old
     }
@@ -171,7 +180,7 @@ final class GroupAnnouncer {
         holders[holding] = count > 1 ? count - 1 : nil
         guard count == 1 else { return }
         let name = NameOn(interface: holding.interface, name: holding.record.name)
-        byName[name]?.removeAll { $0 == holding.record }
+        byName[name]?[holding.record] = nil
         if byName[name]?.isEmpty == true { byName[name] = nil }
     }
 }

@@ -14,12 +14,29 @@ public struct TokenBucket: Sendable {
         self.last = now
     }
 
-    /// Takes a token, returning how long the caller must wait before using it (zero when one
-    /// is free now). Reservations queue up: the bucket may go negative.
-    public mutating func reserve(now: Duration) -> Duration {
+    /// Whole tokens free at `now`, none taken.
+    public mutating func available(now: Duration) -> Int {
+        refill(now)
+        return max(0, Int(tokens.rounded(.down)))
+    }
+
+    /// How long after `now` the next whole token is free (zero if one is).
+    public mutating func untilNext(now: Duration) -> Duration {
+        refill(now)
+        if tokens >= 1 { return .zero }
+        return .milliseconds(Int(((1 - tokens) / rate) * 1000) + 1)
+    }
+
+    private mutating func refill(_ now: Duration) {
         let elapsed = (now - last) / .seconds(1)
         tokens = min(burst, tokens + max(0, elapsed) * rate)
         last = now
+    }
+
+    /// Takes a token, returning how long the caller must wait before using it (zero when one
+    /// is free now). Reservations queue up: the bucket may go negative.
+    public mutating func reserve(now: Duration) -> Duration {
+        refill(now)
         tokens -= 1
         if tokens >= 0 { return .zero }
         return .milliseconds(Int((-tokens / rate) * 1000) + 1)

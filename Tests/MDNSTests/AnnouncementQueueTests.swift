@@ -163,6 +163,61 @@ import Testing
         #expect(seen.count == 40 && Set(seen).count == 20)
     }
 
+    @Test("what the budget holds back goes out before any second announcement, and a change to it replaces it there")
+    func heldBackFirst() throws {
+        var queue = AnnouncementQueue(pacing: AnnouncementPacing(packetsPerSecond: 2, burst: 1))
+        let records = (0..<6).map { Self.outgoing(Self.record("Printer \($0)._ipp._tcp.local.", .txt, Array(repeating: 7, count: 600))) }
+        queue.announce(records, on: "eth1", now: .zero)
+        // Printer 5's TXT changes while it waits: the old data never goes out (§8.4).
+        let changed = Self.outgoing(Self.record("Printer 5._ipp._tcp.local.", .txt, [3, 0x62, 0x3d, 0x32]))
+        queue.announce([changed], on: "eth1", now: .milliseconds(100))
+        var order: [(name: String, ttlData: Int)] = []
+        var now = Duration.zero
+        while let next = queue.nextDue, next < .seconds(20) {
+            now = max(now, next)
+            for (_, packet) in queue.due(now: now) {
+                let message = try Message(wire: packet)
+                order += message.answers.map { ("\($0.name)", (try? $0.rdata.wireBytes().count) ?? 0) }
+            }
+        }
+        let names = order.map(\.name)
+        #expect(names.count == 12 && Set(names).count == 6, "each twice")
+        let firsts = names.indices.filter { i in !names[..<i].contains(names[i]) }
+        #expect(firsts == Array(0..<6), "every first announcement before any second: \(names)")
+        #expect(order.filter { $0.name.hasPrefix("Printer 5") }.allSatisfy { $0.ttlData == 4 }, "only the new TXT")
+    }
+
+    @Test("changes trickling in while the budget is spent: no window holds more than burst + rate x its length")
+    func budgetHoldsInEveryWindow() throws {
+        var queue = AnnouncementQueue()   // the defaults: 20 a second, bursts of 40
+        let records = try (0..<1000).map { i in
+            AnnouncementQueue.Outgoing(
+                record: MDNSRecord(name: try DNSName("Crowd \(i)._ipp._tcp.local."), type: .txt, rdata: Array(repeating: 7, count: 80)),
+                unique: true, ttl: 4500)
+        }
+        // Twenty records every millisecond for the first 50 ms, as a thousand far devices arrive.
+        var times: [Duration] = []
+        var arrived = 0
+        var now = Duration.zero
+        while arrived < records.count || queue.nextDue != nil {
+            if arrived < records.count {
+                queue.announce(Array(records[arrived..<arrived + 20]), on: "eth1", now: now)
+                arrived += 20
+                now += .milliseconds(1)
+            } else {
+                now = max(now, queue.nextDue!)
+            }
+            times += queue.due(now: now).map { _ in now }
+        }
+        var worst = -Double.infinity
+        for i in times.indices {
+            for j in i..<times.count {
+                worst = max(worst, Double(j - i + 1) - (40 + 20 * Double((times[j] - times[i]) / .seconds(1))))
+            }
+        }
+        #expect(times.count > 100 && worst <= 0, "\(times.count) packets, at worst \(worst) over the budget")
+    }
+
     @Test("shutdown sends everything at once, whatever the budget")
     func ignoringPacing() throws {
         var queue = AnnouncementQueue(pacing: AnnouncementPacing(packetsPerSecond: 1, burst: 1))

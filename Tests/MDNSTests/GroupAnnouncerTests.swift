@@ -126,4 +126,19 @@ import Testing
         #expect(announcer.shutdown().isEmpty)
         #expect(try capture.take() == ["_ipp._tcp.local. PTR 0", "P._ipp._tcp.local. TXT 0"])
     }
+    @Test("each instance's host is announced right after it, not after every instance")
+    func hostsFollowTheirInstances() throws {
+        func srv(_ target: String) throws -> [UInt8] { [0, 0, 0, 0, 0x02, 0x77] + (try DNSName(target).wireBytes) }
+        var wanted: [MDNSGroup.Key: [MDNSRecord]] = [:]
+        for i in 0..<3 {
+            wanted[MDNSGroup.Key(interface: "eth2", name: "_ipp._tcp P\(i)")] = [
+                Self.record("P\(i)._ipp._tcp.local.", .srv, try srv("Host-\(i).local.")), Self.txt1,
+            ]
+            wanted[MDNSGroup.Key(interface: "eth2", name: "host \(i)")] = [Self.record("host-\(i).local.", .a, [192, 0, 2, UInt8(i)])]
+        }
+        wanted[MDNSGroup.Key(interface: "eth2", name: "host 9")] = [Self.record("nobody.local.", .a, [192, 0, 2, 9])]
+        #expect(LinkResponder.announcementOrder(wanted).map(\.name) == [
+            "_ipp._tcp P0", "host 0", "_ipp._tcp P1", "host 1", "_ipp._tcp P2", "host 2", "host 9",
+        ])
+    }
 }

@@ -16,6 +16,13 @@ A topology of its own, beside the session lab::
 
 `GatewayLab(lab, routers=2)` adds a second router, NS_GR2 (192.0.2.2, 198.51.100.2), on the
 same two links with the same configuration: the HA pair of test_gateway_ha.py.
+
+`GatewayLab(lab, client_links=N)` adds client links 2 .. N (at most 64) to the one router,
+for scripts/bench/gateway_links.py: a veth each, dgr-c<k> in NS_GR to gc-<k> in NS_GK (no
+bridge), /30s cut from 203.0.113.0/24 (link k: router 203.0.113.<4(k-2)+1>, client end +1),
+zone lab-c<k>.example. NS_GK is not NS_GC: a python-zeroconf client on link 1 binds
+0.0.0.0:5353 and would hear every link of its namespace. The router's net.ipv4.igmp_max_memberships is raised to N + 16: its
+avahi-daemon joins 224.0.0.251 on every interface through one socket.
 """
 
 import json
@@ -31,6 +38,7 @@ import pytest
 import lab as L
 
 NS_GR, NS_GR2, NS_GF, NS_GC = L.NS_PREFIX + "gr", L.NS_PREFIX + "gr2", L.NS_PREFIX + "gf", L.NS_PREFIX + "gc"
+NS_GK = L.NS_PREFIX + "gk"     # client links 2 .. N (client_links=N)
 PORT = 5320
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"
@@ -66,6 +74,19 @@ def config(types=("_ipp._tcp",), subtypes=("_universal._sub._ipp._tcp",), log="d
     listed = "        subtypes: [%s]\n" % ", ".join(subtypes) if subtypes else ""
     return CONFIG % {"port": PORT, "admin": PORT + 3000, "log": log, "types": ", ".join(types), "subtypes": listed}
 
+def links_config(links, types=("_ipp._tcp",), log="info", extra=""):
+    """The proxy's configuration with client links 1 .. `links` (`GatewayLab(client_links=)`)
+    each announcing lab1.example.'s `types` (also scripts/bench/gateway_links.py's)."""
+    out = ["server-name: ns.example.", 'listen: ["127.0.0.1:%d"]' % PORT, 'admin: "127.0.0.1:%d"' % (PORT + 3000),
+           "inventory-interval: 0", "log-level: %s" % log] + ([extra] if extra else [])
+    out += ["links:", "  - interface: dgr-f", "    domain: lab1.example."]
+    for k in range(1, links + 1):
+        rif, _cif, _r, _c, _p, zone = client_link(k)
+        out += ["  - interface: %s" % rif, "    domain: %s" % zone, "    announce:",
+                "      - from: lab1.example.", "        services: {allow: [%s]}" % ", ".join(types)]
+    return "\n".join(out) + "\n"
+
+
 LISTENER = r"""
 import socket
 s = socket.socket()
@@ -79,9 +100,24 @@ while True:
 """
 
 
+MAX_CLIENT_LINKS = 64      # /30s of 203.0.113.0/24, plus link 1
+
+
+def client_link(k):
+    """Client link k (1-based): (router interface, client-namespace interface, router address,
+    client address, prefix length, zone)."""
+    if k == 1:
+        return "dgr-c", "br-c", "198.51.100.1", "198.51.100.10", 24, "lab2.example."
+    base = 4 * (k - 2)
+    return ("dgr-c%d" % k, "gc-%d" % k, "203.0.113.%d" % (base + 1), "203.0.113.%d" % (base + 2), 30,
+            "lab-c%d.example." % k)
+
+
 class GatewayLab:
-    def __init__(self, lab, routers=1):
+    def __init__(self, lab, routers=1, client_links=1):
+        assert 1 <= client_links <= MAX_CLIENT_LINKS and (routers == 1 or client_links == 1)
         self.lab = lab
+        self.client_links = client_links
         # namespace, process name prefix, far-link address, client-link address
         self.routers = [(NS_GR, "gw", "192.0.2.1", "198.51.100.1"),
                         (NS_GR2, "gw2", "192.0.2.2", "198.51.100.2")][:routers]
@@ -93,7 +129,7 @@ class GatewayLab:
         return "unix:path=%s/%s-r-dbus.sock" % (self.lab.dir, prefix)
 
     def start(self):
-        namespaces = [r[0] for r in self.routers] + [NS_GF, NS_GC]
+        namespaces = [r[0] for r in self.routers] + [NS_GF, NS_GC] + ([NS_GK] if self.client_links > 1 else [])
         for ns in namespaces:
             L.run(["ip", "netns", "del", ns], check=False)  # left by a run that was killed
             L.run(["ip", "netns", "add", ns])
@@ -117,6 +153,7 @@ class GatewayLab:
                                  self.lab._avahi_conf(prefix + "-router", ["dgr-f", "dgr-c"], True, publish=True),
                                  (), self.router_dbus(prefix))
             self.lab.wait_avahi_on_bus(ns, prefix + "-avahi-r", self.router_dbus(prefix))
+        self._extra_client_links()
         L.nsrun(NS_GF, ["ip", "route", "add", "default", "via", "192.0.2.1"])
         L.nsrun(NS_GC, ["ip", "route", "add", "default", "via", "198.51.100.1"])
         self.lab.spawn_dbus(NS_GC, "gw-dbus-c", self.dbus_c)
@@ -128,6 +165,18 @@ class GatewayLab:
         self.lab.spawn(NS_GF, [PY, "-c", LISTENER], "gw-listener")
         with open(self.config, "w") as f:
             f.write(config())
+
+    def _extra_client_links(self):
+        """Client links 2 .. client_links (see the module's docstring)."""
+        if self.client_links == 1:
+            return
+        L.nsrun(NS_GR, ["sysctl", "-q", "-w", "net.ipv4.igmp_max_memberships=%d" % (self.client_links + 16)])
+        for k in range(2, self.client_links + 1):
+            rif, cif, rv4, cv4, plen, _zone = client_link(k)
+            L.run(["ip", "link", "add", rif, "netns", NS_GR, "type", "veth", "peer", "name", cif, "netns", NS_GK])
+            for ns, ifname, v4 in ((NS_GR, rif, rv4), (NS_GK, cif, cv4)):
+                L.nsrun(ns, ["ip", "addr", "add", "%s/%d" % (v4, plen), "dev", ifname])
+                L.nsrun(ns, ["ip", "link", "set", ifname, "multicast", "on", "up"])
 
     def start_far_avahi(self):
         self.lab.spawn_avahi(NS_GF, "gw-avahi-f",
@@ -202,7 +251,7 @@ class GatewayLab:
     def stop(self):
         names = [p + n for _ns, p, _f, _c in self.routers for n in ("-proxy", "-avahi-r", "-dbus-r")]
         L.teardown(self.lab, names + ["gw-listener", "gw-avahi-c", "gw-avahi-f", "gw-dbus-c"],
-                   [r[0] for r in self.routers] + [NS_GF, NS_GC])
+                   [r[0] for r in self.routers] + [NS_GF, NS_GC] + ([NS_GK] if self.client_links > 1 else []))
 
 
 @pytest.fixture(scope="module")
@@ -295,10 +344,10 @@ def test_reload_withdraws_and_avahi_restart_keeps_announcing(gw, lab):
     gw.wait_browse(lambda f: "Gw Printer" in f, "announced again on reload")
 
 
-def capture(lab, name):
-    """tcpdump of mDNS on the client link; stop() returns the parsed packets."""
+def capture(lab, name, ns=NS_GC, iface="br-c"):
+    """tcpdump of mDNS on a client link (link 1 unless told); stop() returns the parsed packets."""
     pcap = os.path.join(lab.dir, name + ".pcap")
-    dump = subprocess.Popen(["ip", "netns", "exec", NS_GC, "tcpdump", "-i", "br-c", "-n", "-U", "-w", pcap,
+    dump = subprocess.Popen(["ip", "netns", "exec", ns, "tcpdump", "-i", iface, "-n", "-U", "-w", pcap,
                              "udp", "port", "5353"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     time.sleep(1)  # tcpdump listening

@@ -577,6 +577,17 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if not 1 <= args.count <= 9999 or not 10 <= args.seconds <= 600:
         ap.error("--count must be 1 to 9999 and --seconds 10 to 600")
+    head = {"count": args.count, "seconds": args.seconds, "type": args.type}
+    if args.churn is not None:
+        head["churn"] = {"fraction": args.churn[0], "period": args.churn[1], "rounds": args.churn[2],
+                         "run_seconds": run_seconds(args)}
+    return run_all(ap, args, run_system, table, head)
+
+
+def run_all(ap, args, run_system, table, head):
+    """Runs each system --system names (both: the gateway, then the reflector) on a lab of its
+    own, prints the table, and writes --json: `head`, the load at the start, the proxy binary
+    and the results. Also gateway_links.py's."""
     systems = ["gateway", "reflector"] if args.system == "both" else [args.system]
     if "gateway" in systems and not os.access(L.Lab.proxy_bin(), os.X_OK):
         ap.error("no proxy binary at %s: set DISCOVERY_PROXY_BIN" % L.Lab.proxy_bin())
@@ -588,13 +599,8 @@ def main(argv=None):
     print(table(results, args))
     if args.json:
         with open(args.json, "w") as f:
-            head = {"count": args.count, "seconds": args.seconds, "type": args.type, "load_at_start": load}
-            if args.churn is not None:
-                head["churn"] = {"fraction": args.churn[0], "period": args.churn[1], "rounds": args.churn[2],
-                                 "run_seconds": run_seconds(args)}
-            head["proxy_bin"] = L.Lab.proxy_bin() if "gateway" in systems else None
-            head["results"] = results
-            json.dump(head, f, indent=1)
+            json.dump(dict(head, load_at_start=load, proxy_bin=L.Lab.proxy_bin() if "gateway" in systems else None,
+                           results=results), f, indent=1)
             f.write("\n")
     return 0
 

@@ -335,7 +335,11 @@ public final class Gateway: Sendable {
                 state.asking[key] = nil
                 state.records.drop(key)
             }
-            for key in wanted.subtracting(current).sorted(by: { $0.name.description < $1.name.description }) {
+            // In a fixed order (IDs are given in it), each name's text made once: made at each
+            // comparison it was 40 % of fifty client links' first pass.
+            let new = wanted.subtracting(current).map { (text: $0.name.description, key: $0) }
+                .sorted { ($0.text, $0.key.type.rawValue) < ($1.text, $1.key.type.rawValue) }.map(\.key)
+            for key in new {
                 repeat { state.nextID &+= 1 } while state.keysByID[state.nextID] != nil || state.nextID == 0
                 let id = state.nextID
                 let request = PushSubscribe(name: key.name, type: key.type)
@@ -360,6 +364,9 @@ public final class Gateway: Sendable {
     /// Notes which of the route's subscriptions ask the link now (one lock for all not yet
     /// seen asking).
     private func noteAsking(_ state: inout RouteState, now: Duration) {
+        // Every subscription asks already (`asking` holds only subscribed keys): the usual
+        // case once a route has settled, and a filter of its thousands at every pass otherwise.
+        guard state.asking.count < state.subscriptions.count else { return }
         let waiting = state.subscriptions.filter { state.asking[$0.key] == nil }
         guard !waiting.isEmpty else { return }
         let keys = Array(waiting.keys)

@@ -4,15 +4,19 @@
 /// proxy spent most of a core on passes that each announced a handful. After a pass that took
 /// `cost`, the next starts no sooner than `spacing` times that later, and the changes that
 /// arrive meanwhile are taken together: passes use at most 1/(1 + spacing) of a core,
-/// and a small gateway, whose passes cost microseconds, keeps its 5 ms settle.
+/// and a small gateway, whose passes cost microseconds, keeps its 5 ms settle. The wait is
+/// at most `longest`: fifty client links' first pass over a thousand far devices took about
+/// two seconds, and eight more of waiting left every far device but the first few
+/// unannounced for ten (docs/BENCHMARKS.md, "Fifty client links").
 struct PassPacing: Sendable {
     static let spacing = 4
+    static let longest: Duration = .seconds(1)
     /// When, on the scheduler's clock, the next pass may start.
     private(set) var notBefore: Duration = .zero
 
     /// A pass that took `cost` (real time) ended at `now` (the scheduler's time).
     mutating func passed(endedAt now: Duration, cost: Duration) {
-        notBefore = now + cost * Self.spacing
+        notBefore = now + min(cost * Self.spacing, Self.longest)
     }
 
     /// When a pass wanted at `wanted` may run.
