@@ -82,19 +82,12 @@ public struct AnnouncementQueue: Sendable {
         wakes[interface] = min(wakes[interface] ?? now, now)
     }
 
-    /// The packets to send now, per interface, as far as each interface's budget allows.
-    /// `ignoringPacing` empties the queue at once (shutdown goodbyes).
-    public mutating func due(now: Duration, ignoringPacing: Bool = false) -> [(interface: String, packet: [UInt8])] {
-        interfaces.flatMap { interface in
-            due(on: interface, now: now, ignoringPacing: ignoringPacing).map { (interface, $0) }
-        }
-    }
-
     /// The interfaces with something queued, in order.
     public var interfaces: [String] { pending.keys.sorted() }
 
     /// The packets to send now on `interface`, as far as its budget allows; only the records
-    /// those packets hold are encoded. The budget holds on the wire when the caller sends them
+    /// those packets hold are encoded. `ignoringPacing` empties the queue at once (shutdown
+    /// goodbyes). The budget holds on the wire when the caller sends them
     /// as soon as they are made, with `now` read then: encoding fifty client links' packets
     /// before sending any put half a second between the budget's clock and the wire.
     public mutating func due(on interface: String, now: Duration, ignoringPacing: Bool = false) -> [[UInt8]] {

@@ -79,7 +79,8 @@ public final class LinkResponder: MDNSPublisher, @unchecked Sendable {
         var hosts: [[UInt8]: MDNSGroup.Key] = [:]
         for (key, records) in wanted
         where !records.isEmpty && records.allSatisfy({ $0.type == .a || $0.type == .aaaa }) {
-            hosts[Self.lowercased(records[0].name.wireBytes)] = key
+            // Wire bytes compared without case (length octets are below 64: left as they are).
+            hosts[DNSName.lowercased(label: records[0].name.wireBytes)] = key
         }
         var order: [MDNSGroup.Key] = []
         var placed: Set<MDNSGroup.Key> = []
@@ -88,15 +89,12 @@ public final class LinkResponder: MDNSPublisher, @unchecked Sendable {
             placed.insert(key)
             // SRV RDATA: priority, weight, port, then the target, uncompressed (RFC 2782).
             for record in wanted[key] ?? [] where record.type == .srv && record.rdata.count > 6 {
-                if let host = hosts[Self.lowercased(record.rdata[6...])], placed.insert(host).inserted { order.append(host) }
+                if let host = hosts[DNSName.lowercased(label: Array(record.rdata[6...]))], placed.insert(host).inserted {
+                    order.append(host)
+                }
             }
         }
         return order
-    }
-
-    /// A name's wire bytes with ASCII letters lowercased (length octets are below 64: untouched).
-    private static func lowercased(_ bytes: some Collection<UInt8>) -> [UInt8] {
-        bytes.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
     }
 
     public func shutdown() {

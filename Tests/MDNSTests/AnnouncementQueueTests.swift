@@ -227,3 +227,13 @@ import Testing
         #expect(queue.isEmpty)
     }
 }
+
+extension AnnouncementQueue {
+    /// What is due on every interface, in the interfaces' order (`GroupAnnouncer.send` takes
+    /// them one interface at a time, each with the clock read then).
+    mutating func due(now: Duration, ignoringPacing: Bool = false) -> [(interface: String, packet: [UInt8])] {
+        interfaces.flatMap { interface in
+            due(on: interface, now: now, ignoringPacing: ignoringPacing).map { (interface, $0) }
+        }
+    }
+}

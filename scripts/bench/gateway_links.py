@@ -175,14 +175,6 @@ def busiest_second(times):
     return best
 
 
-def vm(pid, field):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024.0
-    return None
-
-
 def run_system(system, args):
     lab_ = L.Lab()
     g = G.GatewayLab(lab_, client_links=args.links)
@@ -244,7 +236,7 @@ def run_system(system, args):
             for name in ["gs-crowd"] + ["gs-watch%d" % k for k in watched] + (["gw-proxy"] if system == "gateway" else []):
                 lab_.check_alive(name)
             if system == "gateway":
-                rss.append((mark, vm(pids["proxy"], "VmRSS")))
+                rss.append((mark, S.rss_mib(pids["proxy"])))
             cpu_marks.append((mark, probes.cpu_seconds(pids.get("proxy", pids["router avahi"]))))
             S.log("[%s] %3d s: proxy CPU %s, RSS %s MiB" % (
                 system, mark, "-" if "proxy" not in pids else "%.2f s" % probes.cpu_seconds(pids["proxy"]),
@@ -254,8 +246,8 @@ def run_system(system, args):
                   "cpu_window": {n: cpu1[n] - cpu0[n] for n in pids}, "cpu_proxy_total": cpu1.get("proxy"),
                   "rss_mib": rss, "cpu_marks": cpu_marks}
         if system == "gateway":
-            result["rss_end_mib"] = vm(pids["proxy"], "VmRSS")
-            result["rss_peak_mib"] = vm(pids["proxy"], "VmHWM")
+            result["rss_end_mib"] = S.rss_mib(pids["proxy"])
+            result["rss_peak_mib"] = S.rss_mib(pids["proxy"], "VmHWM")
             metrics = g.get("/metrics")
             result["publish_errors"] = S.metric(metrics, "gateway_publish_errors_total")
             result["announced_metric"] = S.metric(metrics, "gateway_announced_instances")
@@ -321,7 +313,7 @@ def table(results, args):
     total = args.links * args.count
 
     def row(label, fmt, target="", met=None):
-        rows.append((label,) + tuple(fmt(r) for r in results) + (target, {True: "yes", False: "NO", None: ""}[met]))
+        rows.append((label,) + tuple(fmt(r) for r in results) + (target, S.MET[met]))
 
     row("announced on its link within 10 s", lambda r: "%d of %d" % (r["announced_by"]["10"], total))
     row("announced by the end", lambda r: "%d of %d" % (r["announced_by"]["end"], total))
@@ -354,14 +346,9 @@ def table(results, args):
     row("capture: packets dropped by the kernel", lambda r: S._num(r["capture_dropped"], "%d"))
     head = ("%d client links x %d devices of %s, %g s" % (args.links, args.count, TYPE, args.seconds),) + \
         tuple(names) + ("target (gateway)", "met")
-    widths = [max(len(str(x[i])) for x in [head] + rows) for i in range(len(head))]
-    fmt = "  ".join("%%-%ds" % w for w in widths)
-    out = [(fmt % head).rstrip(), "  ".join("-" * w for w in widths)] + [(fmt % r).rstrip() for r in rows]
+    out = S.aligned(head, rows)
     for r in results:
-        for n, level, message in r.get("proxy_top", []):
-            out.append("%s: proxy log, %d x %s: %s" % (r["system"], n, level, message))
-        for n, line in r["avahi_top"]:
-            out.append("%s: router avahi log, %d x: %s" % (r["system"], n, line))
+        out += S.log_tops(r)
         if args.churn is not None:
             ends = [int(k * args.churn[1] - 1) for k in range(1, args.churn[2] + 2)]
             at = dict(r["cpu_marks"])

@@ -146,12 +146,13 @@ def sightings(text, prefix):
     return out
 
 
-def rss_mib(pid):
-    """A process's resident set (VmRSS of /proc/PID/status) in MiB; None if it is gone."""
+def rss_mib(pid, field="VmRSS"):
+    """A process's resident set (`field` of /proc/PID/status: VmRSS, or VmHWM for its peak) in
+    MiB; None if it is gone."""
     try:
         with open("/proc/%d/status" % pid) as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024.0
     except OSError:
         return None
@@ -456,20 +457,32 @@ def table(results, args):
         extra = churn_rows(row, gw, results)
 
     head = (head0,) + tuple(names) + ("target (gateway)", "met")
-    lines = [(m,) + tuple(v[n] for n in names) + (t, {True: "yes", False: "NO", None: ""}[ok]) for m, v, t, ok in rows]
-    widths = [max(len(str(x[i])) for x in [head] + lines) for i in range(len(head))]
-    fmt = "  ".join("%%-%ds" % w for w in widths)
-    out = [(fmt % head).rstrip(), "  ".join("-" * w for w in widths)] + [(fmt % line).rstrip() for line in lines]
+    lines = [(m,) + tuple(v[n] for n in names) + (t, MET[ok]) for m, v, t, ok in rows]
+    out = aligned(head, lines)
     for r in results:
-        for n, level, message in r.get("proxy_top", []):
-            out.append("%s: proxy log, %d x %s: %s" % (r["system"], n, level, message))
-        for n, line in r["avahi_top"]:
-            out.append("%s: router avahi log, %d x: %s" % (r["system"], n, line))
+        out += log_tops(r)
         for problem, n in r["resolve_problems"]:
             out.append("%s: resolution, %d x: %s" % (r["system"], n, problem))
         for line in r["watcher_other_lines"][:5]:
             out.append("%s: watcher said: %s" % (r["system"], line))
     return "\n".join(out + extra)
+
+
+MET = {True: "yes", False: "NO", None: ""}
+
+
+def aligned(head, lines):
+    """`head` and `lines` (tuples of one length) as text columns, a rule under the head."""
+    widths = [max(len(str(x[i])) for x in [head] + lines) for i in range(len(head))]
+    fmt = "  ".join("%%-%ds" % w for w in widths)
+    return [(fmt % head).rstrip(), "  ".join("-" * w for w in widths)] + [(fmt % line).rstrip() for line in lines]
+
+
+def log_tops(r):
+    """A run's most frequent proxy and router avahi-daemon log lines, one text line each."""
+    return (["%s: proxy log, %d x %s: %s" % (r["system"], n, level, message)
+             for n, level, message in r.get("proxy_top", [])]
+            + ["%s: router avahi log, %d x: %s" % (r["system"], n, line) for n, line in r["avahi_top"]])
 
 
 def _list(values, fmt):
