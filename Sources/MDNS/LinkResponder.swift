@@ -22,7 +22,7 @@ import Logging
 /// One thread (`MulticastLoop`: a timer and the sockets' watches, no D-Bus), started with the
 /// first publication; every field is guarded by its lock. Callers change what is published
 /// and wake the thread, which sends.
-public final class LinkResponder: MDNSPublisher, @unchecked Sendable {
+public final class LinkResponder: MDNSGroupUpdates, @unchecked Sendable {
     private let logger: Logger
     private let loop: MulticastLoop
     private let announcer: GroupAnnouncer
@@ -60,15 +60,36 @@ public final class LinkResponder: MDNSPublisher, @unchecked Sendable {
             guard !loop.isShutDown else { return }
             var wanted: [MDNSGroup.Key: [MDNSRecord]] = [:]
             for group in groups where !group.records.isEmpty { wanted[group.key] = group.records }
-            for key in announcer.keys where wanted[key] == nil { announcer.withdrawn(key) }
-            collided = collided.filter { wanted[$0.key] == $0.value }
-            let changed = wanted.filter { collided[$0.key] == nil && announcer.records(of: $0.key) != $0.value }
-            for key in Self.announcementOrder(changed) {
-                if let records = changed[key] { announcer.established(key, records: records) }
-            }
-            if !wanted.isEmpty && !loop.start() { problem("", "cannot start the mDNS responder's thread") }
-            loop.wake()
+            apply(wanted, removed: announcer.keys.filter { wanted[$0] == nil } + collided.keys.filter { wanted[$0] == nil })
         }
+    }
+
+    public func update(changed: [MDNSGroup], removed: [MDNSGroup.Key]) {
+        loop.locked {
+            guard !loop.isShutDown else { return }
+            var wanted: [MDNSGroup.Key: [MDNSRecord]] = [:]
+            var gone = removed
+            for group in changed {
+                if group.records.isEmpty { gone.append(group.key) } else { wanted[group.key] = group.records }
+            }
+            apply(wanted, removed: gone)
+        }
+    }
+
+    /// Withdraws `removed`, and announces each of `wanted` whose records are new; a group given
+    /// up to another host's name stays silent until it comes with other records (renamed).
+    private func apply(_ wanted: [MDNSGroup.Key: [MDNSRecord]], removed: [MDNSGroup.Key]) {
+        for key in removed {
+            if announcer.records(of: key) != nil { announcer.withdrawn(key) }
+            collided[key] = nil
+        }
+        for (key, records) in wanted where collided[key].map({ $0 != records }) == true { collided[key] = nil }
+        let changed = wanted.filter { collided[$0.key] == nil && announcer.records(of: $0.key) != $0.value }
+        for key in Self.announcementOrder(changed) {
+            if let records = changed[key] { announcer.established(key, records: records) }
+        }
+        if !wanted.isEmpty && !loop.start() { problem("", "cannot start the mDNS responder's thread") }
+        loop.wake()
     }
 
     /// The order groups are announced in: by key, except that a group of addresses goes right

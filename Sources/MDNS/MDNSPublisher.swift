@@ -55,6 +55,15 @@ public protocol MDNSPublisher: AnyObject, Sendable {
     func reannounce()
 }
 
+/// A publisher that takes what changed: the gateway's, whose fifty client links hold 100,000
+/// groups of which a pass changes a few (docs/BENCHMARKS.md, "Incremental passes").
+public protocol MDNSGroupUpdates: MDNSPublisher {
+    /// Publishes `changed` (each replacing the group of its key, if any) and withdraws
+    /// `removed`; every other group stays as it is. Calls must come in the order of the
+    /// changes they carry.
+    func update(changed: [MDNSGroup], removed: [MDNSGroup.Key])
+}
+
 extension MDNSPublisher {
     public func pace(_ pacing: AnnouncementPacing) {}
     public func reannounce() {}

@@ -42,6 +42,9 @@ public struct TokenBucket: Sendable {
         return .milliseconds(Int((-tokens / rate) * 1000) + 1)
     }
 
+    /// Keeps at most `count` whole tokens (a bucket made anew for another rate starts full).
+    public mutating func drain(keeping count: Int) { tokens = min(tokens, Double(max(0, count))) }
+
     /// Returns an unused reservation.
     public mutating func refund() { tokens = min(burst, tokens + 1) }
 }

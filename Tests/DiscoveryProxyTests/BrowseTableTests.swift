@@ -176,10 +176,15 @@ struct BrowseTableTests {
         configuration.gatewayLookupsPerSecond = 100
         configuration.gatewayLookupBurst = 50
         let hosts = (0..<250).map { BrowseKey(interface: "eth1", name: try! DNSName("far\($0).local."), type: .srv) }
-        let delays = hosts.compactMap { table.subscribe($0, now: .zero, configuration: configuration, budget: .gateway).start?.delay }
-        // 50 at once, then 100 a second: the 250th waits 2 s, not the 124 s of 1 a second, burst 2.
-        #expect(delays.count == 250 && delays.prefix(50).allSatisfy { $0 == .zero })
-        #expect(delays[249] > .milliseconds(1_990) && delays[249] <= .milliseconds(2_001))
+        let starts = hosts.compactMap { table.subscribe($0, now: .zero, configuration: configuration, budget: .gateway).start }
+        // Queued for the far link's pacer; without a packet count, 50 at once, then 100 a
+        // second: the 250th goes after 2 s, not the 124 s of 1 a second, burst 2.
+        #expect(starts.count == 250 && starts.allSatisfy(\.queued))
+        var released: [Int] = []  // by each 50 ms tick
+        for tick in 0...41 {
+            released.append((released.last ?? 0) + table.releaseLookups(on: "eth1", sent: nil, now: .milliseconds(50 * tick)).due.count)
+        }
+        #expect(released[0] == 50 && released[20] == 150 && released[39] == 245 && released[40] == 250, "\(released)")
         // The link's clients still have their whole burst: a miss and a subscription start at once.
         let query = Message(id: 1, questions: [Question(name: try! DNSName("_ipp._tcp.lab1.example."), type: .ptr)])
         let plan = MDNSPlan(link: link, zone: link.zone, localName: key.name, type: .ptr)

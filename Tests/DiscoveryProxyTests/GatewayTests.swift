@@ -6,12 +6,28 @@ import ProxyTestSupport
 import Synchronization
 import Testing
 
-/// Keeps what the gateway asked to publish, and plays avahi's collisions back.
-final class CapturePublisher: MDNSPublisher {
-    private let box = Mutex<(groups: [MDNSGroup], calls: Int)>(([], 0))
-    func publish(_ groups: [MDNSGroup]) { box.withLock { $0 = (groups, $0.calls + 1) } }
-    func shutdown() { box.withLock { $0.groups = [] } }
-    var groups: [MDNSGroup] { box.withLock { $0.groups } }
+/// Keeps what the gateway asked to publish, as `LinkResponder` does: changes applied to what
+/// it holds (`MDNSGroupUpdates`), or a whole set.
+final class CapturePublisher: MDNSGroupUpdates {
+    private let box = Mutex<(groups: [MDNSGroup.Key: MDNSGroup], calls: Int)>(([:], 0))
+    func publish(_ groups: [MDNSGroup]) {
+        box.withLock { $0 = (Dictionary(groups.map { ($0.key, $0) }, uniquingKeysWith: { $1 }), $0.calls + 1) }
+    }
+    func update(changed: [MDNSGroup], removed: [MDNSGroup.Key]) {
+        box.withLock { box in
+            for key in removed {
+                #expect(box.groups[key] != nil, "withdrawn, never published: \(key)")
+                box.groups[key] = nil
+            }
+            for group in changed {
+                #expect(box.groups[group.key]?.records != group.records, "published again unchanged: \(group.key)")
+                box.groups[group.key] = group
+            }
+            box.calls += 1
+        }
+    }
+    func shutdown() { box.withLock { $0.groups = [:] } }
+    var groups: [MDNSGroup] { box.withLock { $0.groups.values.sorted { $0.key < $1.key } } }
     var calls: Int { box.withLock { $0.calls } }
     func group(_ name: String, on interface: String = "eth2") -> MDNSGroup? {
         groups.first { $0.key == MDNSGroup.Key(interface: interface, name: name) }
@@ -58,6 +74,7 @@ struct GatewayTests {
         func records(for question: MDNSQuestion) -> [MDNSRecord] {
             question.interface == "eth1" ? records.filter { $0.name == question.name && $0.type == question.type } : []
         }
+        func queriesSent(on interface: String) -> Int? { nil }
     }
 
     @Test("issue 45: lookups start from what the far link announced; avahi's cache dump confirms it or drops it")

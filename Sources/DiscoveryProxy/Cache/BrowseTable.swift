@@ -10,8 +10,10 @@ struct BrowseTable: Sendable {
     private(set) var browses: [BrowseKey: Browse] = [:]
     /// What released browses last knew, for optimistic answers (bounded in age and count).
     private(set) var released: [BrowseKey: ReleasedBrowse] = [:]
-    /// Each link's mDNS rate limits, one per budget (`QueryBudget`).
-    private var buckets: [BucketKey: TokenBucket] = [:]
+    /// Each link's mDNS rate limit for clients' queries (`QueryBudget.clients`).
+    private var buckets: [String: TokenBucket] = [:]
+    /// Each far link's queue of the gateway's lookups (`QueryBudget.gateway`).
+    private(set) var pacers: [String: LookupPacer] = [:]
     /// Tells a browse's events from those of an earlier browse of the same question still
     /// in flight; wraps after 2^32 browses, long after any such event has arrived.
     private var nextGeneration: UInt32 = 0
@@ -40,6 +42,8 @@ struct BrowseTable: Sendable {
         var key: BrowseKey
         var generation: UInt32
         var delay: Duration
+        /// Waits in its link's `LookupPacer` (`releaseLookups`), not `delay`.
+        var queued = false
         /// A browse released to make room (`maxBrowses`), whose query is to be cancelled.
         var evicted: (key: BrowseKey, handle: (any MDNSQueryHandle)?)?
     }
@@ -91,13 +95,12 @@ struct BrowseTable: Sendable {
         let stale = released[key].flatMap {
             configuration.optimisticAnswers && now - $0.releasedAt <= configuration.optimisticMaxStaleness ? $0 : nil
         }
-        let bucketKey = BucketKey(interface: key.interface, budget: .clients)
-        var bucket = bucket(bucketKey, now: now, configuration: configuration)
+        var bucket = bucket(key.interface, now: now, configuration: configuration)
         let delay = bucket.reserve(now: now)
         let negativeTimeout = negativeTimeout(on: key.interface, configuration)
         if delay >= negativeTimeout {
             bucket.refund()
-            buckets[bucketKey] = bucket
+            buckets[key.interface] = bucket
             metrics.mdnsRateLimited(link: key.interface)
             guard let stale else { return .rateLimited }
             if context.asker.isClient { counters.optimisticAnswers += 1 }
@@ -107,13 +110,13 @@ struct BrowseTable: Sendable {
         if browses.count >= configuration.maxBrowses {
             guard let victim = BrowseLimit.victim(in: browses, now: now, pinned: pinned) else {
                 bucket.refund()
-                buckets[bucketKey] = bucket
+                buckets[key.interface] = bucket
                 return .full
             }
             evicted = (victim, evict(victim, now: now, configuration: configuration))
         }
         if delay > .zero { metrics.mdnsRateLimited(link: key.interface) }
-        buckets[bucketKey] = bucket
+        buckets[key.interface] = bucket
         let start = Start(key: key, generation: takeGeneration(), delay: delay, evicted: evicted)
         var browse = Browse(generation: start.generation, startedAt: now + delay, lastUsed: now)
         if let stale {
@@ -147,11 +150,22 @@ struct BrowseTable: Sendable {
             return (browse.hasResults ? browse.orderedRecords : [], nil)
         }
         guard !isClosed else { return ([], nil) }
-        let bucketKey = BucketKey(interface: key.interface, budget: budget)
-        var bucket = bucket(bucketKey, now: now, configuration: configuration)
-        let delay = bucket.reserve(now: now)
-        buckets[bucketKey] = bucket
-        let start = Start(key: key, generation: takeGeneration(), delay: delay)
+        let delay: Duration
+        var start = Start(key: key, generation: takeGeneration(), delay: .zero)
+        switch budget {
+        case .clients:
+            var bucket = bucket(key.interface, now: now, configuration: configuration)
+            delay = bucket.reserve(now: now)
+            buckets[key.interface] = bucket
+            start.delay = delay
+        case .gateway:
+            var pacer = pacers.removeValue(forKey: key.interface)
+                ?? LookupPacer(settings: configuration.gatewayLookups, now: now)
+            delay = pacer.estimate(now: now) - now
+            pacer.enqueue(start)
+            pacers[key.interface] = pacer
+            start.queued = true
+        }
         released[key] = nil
         var browse = Browse(generation: start.generation, startedAt: now + delay, lastUsed: now)
         for record in seed where browse.records[record] == nil {
@@ -166,6 +180,23 @@ struct BrowseTable: Sendable {
         }
         browses[key] = browse
         return (browse.hasResults ? browse.orderedRecords : [], start)
+    }
+
+    /// The gateway's lookups on `interface` to start now, and when to look again (nil: none
+    /// waits). `sent`: the query packets this host was heard sending there so far.
+    mutating func releaseLookups(on interface: String, sent: Int?, now: Duration) -> (due: [Start], next: Duration?) {
+        guard var pacer = pacers.removeValue(forKey: interface) else { return ([], nil) }
+        defer {
+            metrics.gatewayLookups(link: interface, waiting: pacer.queued, pace: pacer.pace, packetRate: pacer.packetRate)
+            pacers[interface] = pacer
+        }
+        pacer.observe(sent: sent, now: now)
+        var (due, next) = pacer.release(now: now)
+        // A browse released while its lookup waited asks nothing; one that asks from now on
+        // counts its age from now (`AnswerTimes`, `DiscoveryProxy.asksFrom`).
+        due.removeAll { browses[$0.key]?.generation != $0.generation }
+        for start in due { browses[start.key]?.startedAt = now }
+        return (due, next)
     }
 
     /// Marks a browse used now (a subscriber left it: the idle timeout counts from here).
@@ -424,6 +455,7 @@ struct BrowseTable: Sendable {
     /// Shutdown: releases everything; no browse starts after this.
     mutating func close() -> [Browse] {
         isClosed = true
+        pacers.removeAll()
         let all = Array(browses.values)
         browses.removeAll()
         released.removeAll()
@@ -492,17 +524,8 @@ struct BrowseTable: Sendable {
         return nextGeneration
     }
 
-    private struct BucketKey: Hashable {
-        var interface: String
-        var budget: QueryBudget
-    }
-
-    private func bucket(_ key: BucketKey, now: Duration, configuration: ProxyConfiguration) -> TokenBucket {
-        if let bucket = buckets[key] { return bucket }
-        return switch key.budget {
-        case .clients: TokenBucket(rate: configuration.mdnsQueriesPerSecond, burst: configuration.mdnsQueryBurst, now: now)
-        case .gateway: TokenBucket(rate: configuration.gatewayLookupsPerSecond, burst: configuration.gatewayLookupBurst, now: now)
-        }
+    private func bucket(_ interface: String, now: Duration, configuration: ProxyConfiguration) -> TokenBucket {
+        buckets[interface] ?? TokenBucket(rate: configuration.mdnsQueriesPerSecond, burst: configuration.mdnsQueryBurst, now: now)
     }
 }
 
@@ -524,7 +547,8 @@ enum QueryBudget: Sendable, Hashable {
     case clients
     /// The mDNS gateway following its far links (`Gateway`): the devices' announcements
     /// drive it, not clients, so it neither waits behind clients' queries (a thousand far
-    /// devices took minutes at 20 lookups a second) nor uses their budget up.
+    /// devices took minutes at 20 lookups a second) nor uses their budget up. Its lookups
+    /// wait in the link's `LookupPacer`, paced by the query packets they cost.
     case gateway
 }
 

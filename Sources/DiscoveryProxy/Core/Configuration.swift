@@ -144,17 +144,24 @@ public struct ProxyConfiguration: Sendable {
     /// Rate limit of mDNS queries the proxy starts, per link (RFC 8766 §9.3).
     public var mdnsQueriesPerSecond: Double = 20
     public var mdnsQueryBurst: Double = 40
-    /// Rate limit of the mDNS gateway's own lookups on a far link (the SRV, TXT and
-    /// addresses of each instance it announces; `QueryBudget.gateway`), in lookups, not
-    /// packets: avahi asks each new lookup's question at once, then 1, 2, 4 … s later, and
-    /// packs what is due together (about 30 questions to a packet). Measured with 1,000 far
-    /// devices (docs/BENCHMARKS.md, issue 45): 4,000 lookups, 20-35 query packets a second
-    /// for the first 17 s, 60 at the peak; at 1,000 lookups a second, 50-72 for 5 s (RFC 8766
-    /// §9.3 recommends 20 a second on 802.11 for what clients cause). The lookups start from
-    /// what the far link announced (`LinkSnooper`) and only confirm it, so this pace no
-    /// longer holds the first sight back. Pacing in packets is still to come (issue 45).
+    /// The mDNS gateway's own lookups on a far link (the SRV, TXT and addresses of each
+    /// instance it announces; `QueryBudget.gateway`) wait in a queue and are let out at a pace
+    /// that keeps the query packets this host sends there at `gatewayQueryPacketsPerSecond`
+    /// (`LookupPacer`; RFC 8766 §9.3 recommends 20 a second on 802.11 for what clients cause),
+    /// between `gatewayLookupsLeast` and `gatewayLookupsPerSecond` lookups a second
+    /// (`gatewayLookupBurst` at once). Without a listener on the far link, whose count the pace
+    /// needs, they go at the most. The lookups start from what the far link announced
+    /// (`LinkSnooper`) and only confirm it: their pace does not hold the first sight back.
+    public var gatewayQueryPacketsPerSecond: Double = 20
     public var gatewayLookupsPerSecond: Double = 250
     public var gatewayLookupBurst: Double = 500
+    public var gatewayLookupsLeast: Double = 10
+
+    var gatewayLookups: LookupPacer.Settings {
+        LookupPacer.Settings(
+            packetsPerSecond: gatewayQueryPacketsPerSecond, most: gatewayLookupsPerSecond, burst: gatewayLookupBurst,
+            least: gatewayLookupsLeast)
+    }
     /// Budget of the mDNS gateway's announcements and goodbyes, per client link (packets).
     public var mdnsAnnouncePacing = AnnouncementPacing()
     /// Largest UDP answer we send, whatever the client advertises (RFC 6891 §6.2.5).

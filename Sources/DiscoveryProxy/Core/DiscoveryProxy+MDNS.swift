@@ -6,14 +6,37 @@ import Synchronization
 /// The mDNS side of the proxy: starting browses' queries, their events, and answering the
 /// queries that wait on them (when results arrive, or at the negative timeout).
 extension DiscoveryProxy {
-    /// Starts a browse's query now, or after its rate-limit delay.
+    /// Starts a browse's query now, after its rate-limit delay, or when its link's
+    /// `LookupPacer` lets it out.
     func begin(_ start: BrowseTable.Start) {
-        if start.delay == .zero {
+        if start.queued {
+            releaseLookups(on: start.key.interface, armOnly: true)
+        } else if start.delay == .zero {
             startBrowse(start.key, generation: start.generation)
         } else {
             scheduler.schedule(after: start.delay) { [weak self] in
                 self?.startBrowse(start.key, generation: start.generation)
             }
+        }
+    }
+
+    /// Starts the gateway's lookups on `interface` that its pacer lets out now, and looks
+    /// again while some wait: one timer per link. `armOnly`: a lookup was queued; starts
+    /// the timer if none runs.
+    private func releaseLookups(on interface: String, armOnly: Bool = false) {
+        if armOnly {
+            guard state.withLock({ $0.lookupReleases.insert(interface).inserted }) else { return }
+        }
+        let sent = linkCache?.queriesSent(on: interface)
+        let now = scheduler.now()
+        let (due, next) = state.withLock { state in
+            let released = state.table.releaseLookups(on: interface, sent: sent, now: now)
+            if released.next == nil { state.lookupReleases.remove(interface) }
+            return released
+        }
+        for start in due { startBrowse(start.key, generation: start.generation) }
+        if let next {
+            scheduler.schedule(after: next) { [weak self] in self?.releaseLookups(on: interface) }
         }
     }
 

@@ -56,6 +56,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         var inventoryTimer: (any ProxyTimer)?
         /// Links whose Push subscriptions wait for address browses to settle (§5.5.2).
         var targetRechecks: Set<String> = []
+        /// Links whose gateway lookups wait for their pacer, a timer running (`releaseLookups`).
+        var lookupReleases: Set<String> = []
     }
 
     /// `metricsFactory`: where the proxy's instruments go (`ProxyMetrics`); the executable's

@@ -15,6 +15,7 @@ final class ProxyMetrics: Sendable {
     private let factory: any MetricsFactory
     private let counters = Mutex<[Key: EventCounter]>([:])
     private let timers = Mutex<[Key: Timer]>([:])
+    private let gauges = Mutex<[Key: Gauge]>([:])
     private let answerCounters = Mutex<[Key: AnswerCounters]>([:])
 
     /// A metric's name and label values. The label names are fixed per metric name, so they
@@ -85,6 +86,14 @@ final class ProxyMetrics: Sendable {
 
     func mdnsQueryStarted(link: String) { counter("mdns_queries_started_total", [("link", link)]).increment() }
     func mdnsRateLimited(link: String) { counter("mdns_queries_rate_limited_total", [("link", link)]).increment() }
+    /// `gateway_lookups_waiting{link}` and `gateway_lookup_pace{link}` (lookups a second): the
+    /// far link's `LookupPacer`, and `gateway_query_packets_per_second{link}`, what it measured.
+    func gatewayLookups(link: String, waiting: Int, pace: Double, packetRate: Double?) {
+        gauge("gateway_lookups_waiting", [("link", link)]).record(waiting)
+        gauge("gateway_lookup_pace", [("link", link)]).record(pace)
+        if let packetRate { gauge("gateway_query_packets_per_second", [("link", link)]).record(packetRate) }
+    }
+
     func aclRefused() { counter("dns_acl_refused_total", []).increment() }
     /// `dns_link_refused_total{link}`: refused because the client may not see that link.
     func linkRefused(link: String) { counter("dns_link_refused_total", [("link", link)]).increment() }
@@ -100,22 +109,28 @@ final class ProxyMetrics: Sendable {
     }
 
     private func counter(_ label: String, _ dimensions: [(String, String)]) -> EventCounter {
-        let key = Key(label, dimensions)
-        return counters.withLock { cache in
-            if let counter = cache[key] { return counter }
-            let counter = EventCounter(label: label, dimensions: dimensions, factory: factory)
-            cache[key] = counter
-            return counter
-        }
+        Self.made(counters, Key(label, dimensions)) { EventCounter(label: label, dimensions: dimensions, factory: factory) }
+    }
+
+    private func gauge(_ label: String, _ dimensions: [(String, String)]) -> Gauge {
+        Self.made(gauges, Key(label, dimensions)) { Gauge(label: label, dimensions: dimensions, factory: factory) }
     }
 
     private func timer(_ label: String, _ dimensions: [(String, String)]) -> Timer {
-        let key = Key(label, dimensions)
-        return timers.withLock { cache in
-            if let timer = cache[key] { return timer }
-            let timer = Timer(label: label, dimensions: dimensions, preferredDisplayUnit: .seconds, factory: factory)
-            cache[key] = timer
-            return timer
+        Self.made(timers, Key(label, dimensions)) {
+            Timer(label: label, dimensions: dimensions, preferredDisplayUnit: .seconds, factory: factory)
+        }
+    }
+
+    /// The instrument made for `key`, made now (once) if none was.
+    private static func made<Instrument>(
+        _ cache: borrowing Mutex<[Key: Instrument]>, _ key: Key, _ make: () -> Instrument
+    ) -> Instrument {
+        cache.withLock { cache in
+            if let made = cache[key] { return made }
+            let made = make()
+            cache[key] = made
+            return made
         }
     }
 }

@@ -35,6 +35,25 @@ struct FarRecords: Sendable {
     /// PTR and SRV RDATA decoded once, when they arrive: every pass reads them all, and an
     /// ldns decode each time was most of the gateway's CPU under churn (docs/BENCHMARKS.md).
     private var decoded: [Decoded.Key: RData] = [:]
+    /// What the route follows, kept up to date by the names that changed (`wantedChanges`).
+    private var wants = WantIndex()
+    /// Each far instance of a followed type as `survey` last found it, and the instances to
+    /// look at again (the same marks as `wants`, taken at another time).
+    private var surveyed: [DNSName: Surveyed] = [:]
+    private var surveyDirty: Set<DNSName> = []
+    private var surveyedTypes: [DNSName]?
+
+    /// One far instance surveyed, with what it sorts by (made once).
+    struct Surveyed: Sendable {
+        var type: String
+        var label: [UInt8]
+        var outcome: Outcome
+
+        enum Outcome: Sendable {
+            case service(FarService)
+            case held(Held)
+        }
+    }
 
     enum Decoded {
         struct Key: Hashable, Sendable {
@@ -46,24 +65,53 @@ struct FarRecords: Sendable {
     mutating func apply(_ change: PushChange, to key: RecordKey) {
         if change.isAddition {
             guard change.type == key.type || key.type == .any else { return }
-            sets[RecordKey(name: key.name, type: change.type), default: []].insert(change.rdata)
+            let stored = RecordKey(name: key.name, type: change.type)
             if change.type == .ptr || change.type == .srv, let value = try? RData(type: change.type, wire: change.rdata) {
                 decoded[Decoded.Key(type: change.type, rdata: change.rdata)] = value
             }
+            if sets[stored, default: []].insert(change.rdata).inserted { touched(stored, rdata: [change.rdata]) }
         } else if change.ttl == PushChange.removeSetTTL {
             if change.type == .any {
-                for stored in sets.keys where stored.name == key.name { sets[stored] = nil }
+                for stored in sets.keys where stored.name == key.name { drop(stored) }
             } else {
-                sets[RecordKey(name: key.name, type: change.type)] = nil
+                drop(RecordKey(name: key.name, type: change.type))
             }
         } else {
             let stored = RecordKey(name: key.name, type: change.type)
-            sets[stored]?.remove(change.rdata)
+            guard sets[stored]?.remove(change.rdata) != nil else { return }
             if sets[stored]?.isEmpty == true { sets[stored] = nil }
+            touched(stored, rdata: [change.rdata])
         }
     }
 
-    mutating func drop(_ key: RecordKey) { sets[key] = nil }
+    mutating func drop(_ key: RecordKey) {
+        guard let gone = sets.removeValue(forKey: key) else { return }
+        touched(key, rdata: Array(gone))
+    }
+
+    /// Notes whose wants a change to `key`'s set (of `rdata`) may change: an instance's own
+    /// SRV or TXT, the instances whose SRV targets a host, the instance a PTR names; a PTR
+    /// may also change the types, the subtypes and the client link's names.
+    private mutating func touched(_ key: RecordKey, rdata: [[UInt8]]) {
+        switch key.type {
+        case .srv, .txt:
+            wants.dirty.insert(key.name)
+            surveyDirty.insert(key.name)
+        case .a, .aaaa:
+            let instances = wants.byTarget[key.name] ?? []
+            wants.dirty.formUnion(instances)
+            surveyDirty.formUnion(instances)
+        case .ptr:
+            wants.typesDirty = true
+            for bytes in rdata {
+                guard case .ptr(let instance)? = value(.ptr, bytes) else { continue }
+                wants.dirty.insert(instance)
+                surveyDirty.insert(instance)
+            }
+        default:
+            break
+        }
+    }
 
     /// Forgets decoded RDATA no set holds any more (after a pass).
     mutating func prune() {
@@ -79,44 +127,84 @@ struct FarRecords: Sendable {
         decoded[Decoded.Key(type: type, rdata: rdata)] ?? (try? RData(type: type, wire: rdata))
     }
 
-    /// The names to follow for `route`: the service types (from the allow lists, or from
-    /// `_services._dns-sd._udp`, RFC 6763 §9), each type's PTR, each instance's SRV and TXT,
-    /// each SRV target's A and AAAA.
-    func wanted(_ route: AnnouncementRoute) -> Set<RecordKey> {
-        let zone = route.far.zone
-        var wanted: Set<RecordKey> = []
+    /// What the route's subscriptions must change to follow what its records call for: the
+    /// service types (from the allow lists, or from `_services._dns-sd._udp`, RFC 6763 §9),
+    /// each type's PTR, each instance's SRV and TXT, each SRV target's A and AAAA. Only the
+    /// instances whose records changed since the last call are looked at (the wants of a
+    /// thousand far instances, rebuilt whole at every pass of fifty routes, were a fifth of
+    /// the proxy's CPU under churn; docs/BENCHMARKS.md). `everything` after `restart()`:
+    /// `add` is then the whole set, to be compared with what is subscribed.
+    mutating func wantedChanges(_ route: AnnouncementRoute) -> (add: Set<RecordKey>, remove: Set<RecordKey>, everything: Bool) {
+        let everything = wants.isNew
         let typeNames = self.typeNames(route)
-        if Self.allowList(route) == nil, let enumeration = try? zone.prepending(Catalog.servicesLabels) {
+        if wants.typesDirty || everything {
+            let typeWants = self.typeWants(route, typeNames: typeNames)
+            wants.set(typeWants, for: WantIndex.typesOwner)
+            // Instances of a type no longer followed, or followed now: looked at again.
+            let types = Set(typeNames)
+            if types != wants.types {
+                for instance in wants.instances.keys where instance != WantIndex.typesOwner && !types.contains(instance.parent) {
+                    wants.dirty.insert(instance)
+                }
+                for type in types.subtracting(wants.types) { wants.dirty.formUnion(instances(of: type)) }
+                wants.types = types
+            }
+            wants.typesDirty = false
+        }
+        let dirty = wants.dirty
+        wants.dirty = []
+        for instance in dirty where instance != WantIndex.typesOwner {
+            var keys: Set<RecordKey> = []
+            var targets: [DNSName] = []
+            let type = instance.parent
+            if wants.types.contains(type), sets[RecordKey(name: type, type: .ptr)]?.contains(instance.wireBytes) == true
+            {
+                keys = [RecordKey(name: instance, type: .srv), RecordKey(name: instance, type: .txt)]
+                targets = self.targets(of: instance, route)
+                for target in targets {
+                    keys.insert(RecordKey(name: target, type: .a))
+                    keys.insert(RecordKey(name: target, type: .aaaa))
+                }
+            }
+            wants.set(keys, for: instance, targets: targets)
+        }
+        return wants.take(everything: everything)
+    }
+
+    /// What the route follows besides its far instances: the type enumeration, subtypes,
+    /// each type's PTR on both links, and the client-link instances whose names a far
+    /// instance could take (their SRV tells another router's identical announcement from a
+    /// local service).
+    private func typeWants(_ route: AnnouncementRoute, typeNames: [DNSName]) -> Set<RecordKey> {
+        var wanted: Set<RecordKey> = []
+        if Self.allowList(route) == nil, let enumeration = try? route.far.zone.prepending(Catalog.servicesLabels) {
             wanted.insert(RecordKey(name: enumeration, type: .ptr))
         }
         for subtype in subtypeNames(route, types: typeNames) { wanted.insert(RecordKey(name: subtype.name, type: .ptr)) }
         for typeName in typeNames {
             wanted.insert(RecordKey(name: typeName, type: .ptr))
-            let farInstances = instances(of: typeName)
-            if let local = Self.clientName(of: typeName, route) {
-                wanted.insert(RecordKey(name: local, type: .ptr))
-                // A client-link instance that has a name this type's far instances could take:
-                // its SRV tells another router's identical announcement from a local service.
-                let candidates = Set(farInstances.compactMap(\.labels.first).flatMap { label in
-                    (0...Self.renameLevelsChecked).map {
-                        DNSName.lowercased(label: AnnouncementNames.instance(label, far: route.far, renames: $0))
-                    }
-                })
-                for instance in instances(of: local) {
-                    guard let label = instance.labels.first, candidates.contains(DNSName.lowercased(label: label)) else { continue }
-                    wanted.insert(RecordKey(name: instance, type: .srv))
+            guard let local = Self.clientName(of: typeName, route) else { continue }
+            wanted.insert(RecordKey(name: local, type: .ptr))
+            let localInstances = instances(of: local)
+            guard !localInstances.isEmpty else { continue }
+            let candidates = Set(instances(of: typeName).compactMap(\.labels.first).flatMap { label in
+                (0...Self.renameLevelsChecked).map {
+                    DNSName.lowercased(label: AnnouncementNames.instance(label, far: route.far, renames: $0))
                 }
-            }
-            for instance in farInstances {
+            })
+            for instance in localInstances {
+                guard let label = instance.labels.first, candidates.contains(DNSName.lowercased(label: label)) else { continue }
                 wanted.insert(RecordKey(name: instance, type: .srv))
-                wanted.insert(RecordKey(name: instance, type: .txt))
-                for target in targets(of: instance, route) {
-                    wanted.insert(RecordKey(name: target, type: .a))
-                    wanted.insert(RecordKey(name: target, type: .aaaa))
-                }
             }
         }
         return wanted
+    }
+
+    /// Forgets what was followed: the next `wantedChanges` computes everything again (after a
+    /// reload, whose views may let a subscription refused before succeed now).
+    mutating func restart() {
+        wants = WantIndex()
+        surveyedTypes = nil
     }
 
     /// Why a far instance is not announced (yet).
@@ -131,41 +219,68 @@ struct FarRecords: Sendable {
 
     /// The complete services: an instance with an SRV whose target has at least one address
     /// native to the far link, sorted so that output is deterministic; and the far instances
-    /// left out (by their SRV's owner name), and why.
-    func survey(_ route: AnnouncementRoute) -> (services: [FarService], held: [(instance: DNSName, why: Held)]) {
-        var services: [FarService] = []
-        var held: [(instance: DNSName, why: Held)] = []
+    /// left out (by their SRV's owner name), and why. Only the instances whose records changed
+    /// since the last call are looked at again (`surveyDirty`; everything when the types
+    /// followed change), after `wantedChanges` (whose index tells which instances a host's
+    /// addresses belong to).
+    mutating func survey(_ route: AnnouncementRoute) -> (
+        services: [(instance: DNSName, service: FarService)], held: [(instance: DNSName, why: Held)]
+    ) {
         let typeNames = self.typeNames(route)
         let subtypeNames = self.subtypeNames(route, types: typeNames)
-        for typeName in typeNames {
-            guard let typeLabels = typeName.labels(before: route.far.zone) else { continue }
-            for instance in instances(of: typeName) {
-                guard let label = instance.labels.first,
-                    let srv = sets[RecordKey(name: instance, type: .srv)]?.sorted(by: Self.ordered).first,
-                    case .srv(let priority, let weight, let port, let target)? = value(.srv, srv),
-                    let host = hostLabels(target, route)
-                else {
-                    held.append((instance, .unreachable))
-                    continue
-                }
-                let known = (sets[RecordKey(name: target, type: .a)] ?? []).union(sets[RecordKey(name: target, type: .aaaa)] ?? [])
-                let addresses = known.filter { Self.isNative($0, to: route.far) }
-                    .sorted { $0.count != $1.count ? $0.count < $1.count : Self.ordered($0, $1) }  // A before AAAA
-                guard !addresses.isEmpty else {
-                    held.append((instance, known.contains { !IPPrefix.isLinkLocal($0) } ? .notNative : .unreachable))
-                    continue
-                }
-                let txt = sets[RecordKey(name: instance, type: .txt)]?.sorted(by: Self.ordered).first ?? [0]
-                let subtypes = subtypeNames.filter { subtype in
-                    subtype.type == typeName && sets[RecordKey(name: subtype.name, type: .ptr)]?.contains(instance.wireBytes) == true
-                }.map(\.label)
-                services.append(FarService(
-                    instance: label, typeLabels: typeLabels, priority: priority, weight: weight, port: port,
-                    host: host, txt: txt, subtypes: subtypes, addresses: addresses))
+        if surveyedTypes != typeNames {
+            surveyed = [:]
+            surveyDirty = []
+            for typeName in typeNames {
+                for instance in instances(of: typeName) { surveyed[instance] = surveyOne(instance, route, subtypeNames) }
+            }
+            surveyedTypes = typeNames
+        } else {
+            let types = Set(typeNames)
+            for instance in surveyDirty {
+                let type = instance.parent
+                let listed = types.contains(type) && sets[RecordKey(name: type, type: .ptr)]?.contains(instance.wireBytes) == true
+                surveyed[instance] = listed ? surveyOne(instance, route, subtypeNames) : nil
+            }
+            surveyDirty = []
+        }
+        var services: [(type: String, label: [UInt8], instance: DNSName, service: FarService)] = []
+        var held: [(instance: DNSName, why: Held)] = []
+        for (instance, entry) in surveyed {
+            switch entry.outcome {
+            case .service(let service): services.append((entry.type, entry.label, instance, service))
+            case .held(let why): held.append((instance, why))
             }
         }
-        let sorted = services.sorted { $0.type != $1.type ? $0.type < $1.type : $0.instance.lexicographicallyPrecedes($1.instance) }
-        return (sorted, held)
+        services.sort { $0.type != $1.type ? $0.type < $1.type : $0.label.lexicographicallyPrecedes($1.label) }
+        held.sort { $0.instance.wireBytes.lexicographicallyPrecedes($1.instance.wireBytes) }
+        return (services.map { ($0.instance, $0.service) }, held)
+    }
+
+    /// One far instance (listed under its type) as a service, or why it is held back.
+    private func surveyOne(
+        _ instance: DNSName, _ route: AnnouncementRoute, _ subtypeNames: [(name: DNSName, type: DNSName, label: [UInt8])]
+    ) -> Surveyed {
+        let typeName = instance.parent
+        let typeLabels = typeName.labels(before: route.far.zone) ?? []
+        let label = instance.labels.first ?? []
+        let type = typeLabels.map { String(decoding: $0, as: UTF8.self) }.joined(separator: ".").lowercased()
+        func held(_ why: Held) -> Surveyed { Surveyed(type: type, label: label, outcome: .held(why)) }
+        guard let srv = sets[RecordKey(name: instance, type: .srv)]?.sorted(by: Self.ordered).first,
+            case .srv(let priority, let weight, let port, let target)? = value(.srv, srv),
+            let host = hostLabels(target, route)
+        else { return held(.unreachable) }
+        let known = (sets[RecordKey(name: target, type: .a)] ?? []).union(sets[RecordKey(name: target, type: .aaaa)] ?? [])
+        let addresses = known.filter { Self.isNative($0, to: route.far) }
+            .sorted { $0.count != $1.count ? $0.count < $1.count : Self.ordered($0, $1) }  // A before AAAA
+        guard !addresses.isEmpty else { return held(known.contains { !IPPrefix.isLinkLocal($0) } ? .notNative : .unreachable) }
+        let txt = sets[RecordKey(name: instance, type: .txt)]?.sorted(by: Self.ordered).first ?? [0]
+        let subtypes = subtypeNames.filter { subtype in
+            subtype.type == typeName && sets[RecordKey(name: subtype.name, type: .ptr)]?.contains(instance.wireBytes) == true
+        }.map(\.label)
+        return Surveyed(type: type, label: label, outcome: .service(FarService(
+            instance: label, typeLabels: typeLabels, priority: priority, weight: weight, port: port,
+            host: host, txt: txt, subtypes: subtypes, addresses: addresses)))
     }
 
     /// The anti-echo rule: an address is native to a link when it lies in one of the link's

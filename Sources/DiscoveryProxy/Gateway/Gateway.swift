@@ -86,10 +86,8 @@ public final class Gateway: Sendable {
         var nextSession = 0
         /// Collisions seen per service group (the far instance's identity): its rename level.
         var renames: [MDNSGroup.Key: Int] = [:]
-        /// The rename level of each service group announced now: it keeps that name while the
-        /// client link's view is rebuilt (a browse started over), rather than being withdrawn.
-        var levels: [MDNSGroup.Key: Int] = [:]
-        var published: [MDNSGroup] = []
+        /// What the publisher was given, by group.
+        var published: [MDNSGroup.Key: [MDNSRecord]] = [:]
         var status: [AnnouncementStatus] = []
         var problems: [String] = []
     }
@@ -122,23 +120,6 @@ public final class Gateway: Sendable {
             withdrawn = Counter(label: "gateway_withdrawn_total", dimensions: [("link", link)])
             publishErrors = Counter(label: "gateway_publish_errors_total", dimensions: [("link", link)])
         }
-    }
-
-    /// One route and what it follows. `sink` tells its pushes from an older route's.
-    private struct RouteState {
-        var route: AnnouncementRoute
-        var sink: RouteSink
-        var session: Int
-        var records = FarRecords()
-        var subscriptions: [RecordKey: (id: UInt16, keys: [BrowseKey], since: Duration)] = [:]
-        /// When a pass first found each subscription's lookups asking the link (the daemon
-        /// delivered its cache or results): a lookup queued in the backend has not had its chance.
-        var asking: [RecordKey: Duration] = [:]
-        /// Since when each far instance now held back has been so: a device that leaves says
-        /// goodbye to its address before its PTR is gone, and is incomplete for a moment.
-        var heldSince: [DNSName: Duration] = [:]
-        var keysByID: [UInt16: RecordKey] = [:]
-        var nextID: UInt16 = 0
     }
 
     public init(
@@ -182,7 +163,7 @@ public final class Gateway: Sendable {
     /// Why configured announcements do not run (for logs and `--check-config`).
     public var problems: [String] { model.withLock { $0.problems } }
 
-    fileprivate func deliver(_ changes: [PushChange], subscription: UInt16, from sink: RouteSink) {
+    func deliver(_ changes: [PushChange], subscription: UInt16, from sink: RouteSink) {
         arm { $0.changes.append((sink, subscription, changes)) }
     }
 
@@ -230,7 +211,9 @@ public final class Gateway: Sendable {
         var recheck: Duration?
         defer { if let recheck { arm(after: recheck) { _ in } } }
         let groups = model.withLock { model -> [MDNSGroup]? in
-            if batch.reconfigure { rebuild(&model) }
+            // Routes a reload ended: what they announced is withdrawn below (unless a route
+            // left has the same group), and their client links count it.
+            let ended = batch.reconfigure ? rebuild(&model) : []
             for (sink, subscription, changes) in batch.changes {
                 guard let index = model.routes.firstIndex(where: { $0.sink === sink }),
                     let key = model.routes[index].keysByID[subscription]
@@ -242,17 +225,25 @@ public final class Gateway: Sendable {
                     if change.ttl == PushChange.removeSetTTL {
                         model.routes[index].subscriptions[key]?.since = now
                         model.routes[index].asking[key] = nil
+                        model.routes[index].notAsking.insert(key)
                     }
                 }
             }
+            // The routes this pass computes again: those the changes, collisions and clocks
+            // touch; the others keep what they made (`RouteState.output`).
+            var touched = Set(model.routes.indices.filter { model.routes[$0].output == nil || batch.reconfigure })
+            for (sink, _, _) in batch.changes {
+                if let index = model.routes.firstIndex(where: { $0.sink === sink }) { touched.insert(index) }
+            }
             for key in batch.collisions {
-                if let collided = model.published.first(where: { $0.key == key }) { proxy.forgetOwnPublication(collided) }
+                if let records = model.published[key] { proxy.forgetOwnPublication(MDNSGroup(key: key, records: records)) }
                 model.renames[key, default: 0] += 1
                 instruments(for: key.interface).renames.increment()
                 logger.info("mDNS gateway: name taken on the link, renaming the far instance", metadata: [
                     "mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)",
                     "gateway.renames": "\(model.renames[key] ?? 0)",
                 ])
+                touched.formUnion(model.routes.indices.filter { model.routes[$0].route.client.interface == key.interface })
             }
             if !mdnsRunning {
                 // avahi is away, on some connection at least: every view is unknown, not empty,
@@ -260,45 +251,108 @@ public final class Gateway: Sendable {
                 for index in model.routes.indices {
                     for key in model.routes[index].subscriptions.keys { model.routes[index].subscriptions[key]?.since = now }
                 }
+                touched.formUnion(model.routes.indices)
             }
-            for index in model.routes.indices {
+            for index in model.routes.indices where model.routes[index].recheckAt.map({ $0 <= now }) == true {
+                touched.insert(index)
+            }
+            var changedKeys: Set<MDNSGroup.Key> = []
+            var interfaces: Set<String> = []
+            for state in ended {
+                guard let old = state.output else { continue }
+                changedKeys.formUnion(old.groups.keys)
+                count(state.route.client.interface, from: old.status, to: AnnouncementStatus(
+                    interface: old.status.interface, from: old.status.from, instances: []))
+                interfaces.insert(state.route.client.interface)
+            }
+            for index in touched.sorted() {
                 follow(&model.routes[index], now: now)
                 model.routes[index].records.prune()
                 noteAsking(&model.routes[index], now: now)
-            }
-            let (groups, status, waiting, levels, held) = Self.groups(
-                model.routes, renames: model.renames, onAir: model.levels, now: now)
-            model.levels = levels
-            for index in model.routes.indices {
-                model.routes[index].heldSince = held[index].reduce(into: [:]) { since, instance in
+                let old = model.routes[index].output
+                let output = Self.output(&model.routes[index], renames: model.renames, now: now)
+                model.routes[index].heldSince = output.held.reduce(into: [:]) { since, instance in
                     since[instance] = model.routes[index].heldSince[instance] ?? now
                 }
+                model.routes[index].recheckAt = output.waiting.map { now + $0 }
+                model.routes[index].output = output
+                for (key, records) in output.groups where old?.groups[key] != records { changedKeys.insert(key) }
+                for key in old?.groups.keys ?? [:].keys where output.groups[key] == nil { changedKeys.insert(key) }
+                report(held: output.status, before: old?.status)
+                if old?.status.instances != output.status.instances {
+                    count(model.routes[index].route.client.interface, from: old?.status, to: output.status)
+                    interfaces.insert(model.routes[index].route.client.interface)
+                }
             }
-            recheck = waiting
-            report(held: status, before: model.status)
-            guard groups != model.published else {
-                model.status = status
-                return nil
+            recheck = model.routes.compactMap(\.recheckAt).min().map { max(.zero, $0 - now) }
+            model.status = model.routes.compactMap(\.output?.status)
+            for interface in interfaces {
+                instruments(for: interface).announced.record(
+                    model.routes.filter { $0.route.client.interface == interface }.reduce(0) { $0 + ($1.output?.status.instances.count ?? 0) })
             }
-            count(from: model.status, to: status)
-            model.published = groups
-            model.status = status
-            return groups
+            // What changed: a group whose records are the same array as before costs no
+            // comparison of its records (Swift compares the buffers first).
+            var changed: [MDNSGroup] = []
+            var removed: [MDNSGroup.Key] = []
+            var before: [MDNSGroup.Key: [MDNSRecord]] = [:]
+            for key in changedKeys {
+                let merged = Self.merged(key, model.routes)
+                guard merged != model.published[key] else { continue }
+                before[key] = model.published[key]
+                model.published[key] = merged
+                if let merged { changed.append(MDNSGroup(key: key, records: merged, probe: false)) } else { removed.append(key) }
+            }
+            guard !changed.isEmpty || !removed.isEmpty else { return nil }
+            proxy.ownPublications(changed: changed, removed: removed, before: before)
+            // Under `model`, so that passes hand their changes on in order (the responder's
+            // callbacks never take `model`).
+            guard let updating = publisher as? any MDNSGroupUpdates else { return Self.sorted(model.published) }
+            updating.update(changed: changed, removed: removed)
+            return nil
         }
+        // A publisher that takes the whole set only.
         guard let groups else { return }
-        proxy.ownPublications(groups)
         publisher.publish(groups)
     }
 
-    private func rebuild(_ model: inout Model) {
+    /// `key`'s records over every route of its client link: one route's, or, where two routes
+    /// of one client link name the same host, all their addresses. Nil when none has it.
+    private static func merged(_ key: MDNSGroup.Key, _ routes: [RouteState]) -> [MDNSRecord]? {
+        var merged: [MDNSRecord]?
+        for state in routes where state.route.client.interface == key.interface {
+            guard let records = state.output?.groups[key] else { continue }
+            guard var sum = merged else {
+                merged = records
+                continue
+            }
+            for record in records where !sum.contains(record) { sum.append(record) }
+            merged = sum
+        }
+        return merged
+    }
+
+    static func sorted(_ groups: [MDNSGroup.Key: [MDNSRecord]]) -> [MDNSGroup] {
+        groups.sorted { $0.key < $1.key }.map { MDNSGroup(key: $0.key, records: $0.value, probe: false) }
+    }
+
+    /// Takes the routes from the configuration again; returns those that ended.
+    private func rebuild(_ model: inout Model) -> [RouteState] {
         let (routes, problems) = AnnouncementRoute.routes(proxy.configuration)
         for problem in problems where !model.problems.contains(problem) {
             logger.warning("mDNS gateway: \(problem)")
         }
         model.problems = problems
         var kept: [RouteState] = []
-        for state in model.routes {
-            if routes.contains(state.route) { kept.append(state) } else { leave(state) }
+        var ended: [RouteState] = []
+        for var state in model.routes {
+            guard routes.contains(state.route) else {
+                leave(state)
+                ended.append(state)
+                continue
+            }
+            // Followed again from scratch: a subscription refused before may succeed now.
+            state.records.restart()
+            kept.append(state)
         }
         for route in routes where !kept.contains(where: { $0.route == route }) {
             model.nextSession += 1
@@ -313,33 +367,36 @@ public final class Gateway: Sendable {
         listen(Set(kept.map(\.route.far.interface)))
         let live = Set(kept.map(\.route.client.interface))
         model.renames = model.renames.filter { live.contains($0.key.interface) }
+        return ended
     }
 
     /// Subscribes what the route's records call for and leaves what they no longer do,
-    /// until nothing changes (a type brings instances, an instance its host).
+    /// until nothing changes (a type brings instances, an instance its host). Only what
+    /// changed is looked at (`FarRecords.wantedChanges`).
     private func follow(_ state: inout RouteState, now: Duration) {
         for _ in 0..<4 {
-            let wanted = state.records.wanted(state.route)
-            let current = Set(state.subscriptions.keys)
-            guard wanted != current else { return }
-            // Another round only if the records changed (a dropped name, or what a new
-            // subscription brought): a browse made now has nothing yet, and `wanted` reads the
-            // route's records whole.
-            let gone = current.subtracting(wanted)
-            var changed = !gone.isEmpty
+            let changes = state.records.wantedChanges(state.route)
+            var gone = changes.remove
+            var new = changes.add
+            if changes.everything {
+                gone = Set(state.subscriptions.keys).subtracting(changes.add)
+                new = changes.add.filter { state.subscriptions[$0] == nil }
+            }
+            guard !gone.isEmpty || !new.isEmpty else { return }
             for key in gone {
                 if let subscription = state.subscriptions.removeValue(forKey: key) {
                     state.keysByID[subscription.id] = nil
                     for browse in subscription.keys { proxy.unsubscribe(from: browse, session: state.session, id: subscription.id) }
                 }
                 state.asking[key] = nil
+                state.notAsking.remove(key)
                 state.records.drop(key)
             }
             // In a fixed order (IDs are given in it), each name's text made once: made at each
             // comparison it was 40 % of fifty client links' first pass.
-            let new = wanted.subtracting(current).map { (text: $0.name.description, key: $0) }
+            let ordered = new.filter { state.subscriptions[$0] == nil }.map { (text: $0.name.description, key: $0) }
                 .sorted { ($0.text, $0.key.type.rawValue) < ($1.text, $1.key.type.rawValue) }.map(\.key)
-            for key in new {
+            for key in ordered {
                 repeat { state.nextID &+= 1 } while state.keysByID[state.nextID] != nil || state.nextID == 0
                 let id = state.nextID
                 let request = PushSubscribe(name: key.name, type: key.type)
@@ -354,24 +411,29 @@ public final class Gateway: Sendable {
                 // has not had its chance yet (held-back reports, `clientSettle`).
                 state.subscriptions[key] = (id, keys, max(now, proxy.asksFrom(keys) ?? now))
                 state.keysByID[id] = key
+                state.notAsking.insert(key)
                 for change in initial { state.records.apply(change, to: key) }
-                changed = changed || !initial.isEmpty
             }
-            if !changed { return }
         }
     }
 
-    /// Notes which of the route's subscriptions ask the link now (one lock for all not yet
-    /// seen asking).
+    /// Notes which of the lookups of the route's held-back instances ask the link now (one
+    /// lock for all not yet seen asking): only a held-back report waits for them, and a
+    /// thousand far devices' lookups, waiting for their pace, were otherwise looked at in
+    /// every route at every pass.
     private func noteAsking(_ state: inout RouteState, now: Duration) {
-        // Every subscription asks already (`asking` holds only subscribed keys): the usual
-        // case once a route has settled, and a filter of its thousands at every pass otherwise.
-        guard state.asking.count < state.subscriptions.count else { return }
-        let waiting = state.subscriptions.filter { state.asking[$0.key] == nil }
-        guard !waiting.isEmpty else { return }
-        let keys = Array(waiting.keys)
-        for (key, asking) in zip(keys, proxy.areAsking(keys.map { waiting[$0]?.keys ?? [] })) where asking {
+        guard !state.notAsking.isEmpty, !state.heldSince.isEmpty else { return }
+        var keys: [RecordKey] = []
+        for instance in state.heldSince.keys {
+            let lookups = [RecordKey(name: instance, type: .srv)] + state.records.targets(of: instance, state.route).flatMap {
+                [RecordKey(name: $0, type: .a), RecordKey(name: $0, type: .aaaa)]
+            }
+            keys += lookups.filter { state.notAsking.contains($0) }
+        }
+        guard !keys.isEmpty else { return }
+        for (key, asking) in zip(keys, proxy.areAsking(keys.map { state.subscriptions[$0]?.keys ?? [] })) where asking {
             state.asking[key] = now
+            state.notAsking.remove(key)
         }
     }
 
@@ -385,131 +447,6 @@ public final class Gateway: Sendable {
 
     static let servicesName = try! Catalog.local.prepending(Catalog.servicesLabels)
 
-    /// What every route's complete services become on their client links: one group per
-    /// instance (PTR, type enumeration PTR, SRV, TXT) and one per host (A, AAAA). An instance
-    /// whose type the client link has not been followed for `clientSettle` waits, unless it
-    /// is announced already (`onAir`: it keeps its name meanwhile); the third value is when
-    /// to look again, the fourth the level of each instance announced, the fifth each route's
-    /// instances held back now (reported or not yet).
-    private static func groups(
-        _ routes: [RouteState], renames: [MDNSGroup.Key: Int], onAir: [MDNSGroup.Key: Int], now: Duration
-    ) -> ([MDNSGroup], [AnnouncementStatus], Duration?, [MDNSGroup.Key: Int], [[DNSName]]) {
-        var groups: [MDNSGroup.Key: [MDNSRecord]] = [:]
-        var chosen: [MDNSGroup.Key: Int] = [:]
-        var status: [AnnouncementStatus] = []
-        var waiting: Duration?
-        var heldNow: [[DNSName]] = []
-        for state in routes {
-            let route = state.route
-            var announced: [String] = []
-            let (services, held) = state.records.survey(route)
-            heldNow.append(held.map(\.instance))
-            var heldBack: [AnnouncementStatus.HeldBack] = []
-            for (instance, why) in held {
-                // Reported once it has been held back, and its SRV and its targets' addresses
-                // have asked the link, for `heldAfter`: records arrive one by one, lookups wait
-                // for their budget and then in the backend's queue (issue 45: a thousand far
-                // devices' lookups), and a device that leaves loses its address first.
-                let lookups = [RecordKey(name: instance, type: .srv)] + state.records.targets(of: instance, route).flatMap {
-                    [RecordKey(name: $0, type: .a), RecordKey(name: $0, type: .aaaa)]
-                }
-                let asking = lookups.map { state.asking[$0] }
-                guard !asking.contains(nil) else {
-                    waiting = min(waiting ?? .seconds(3600), askingRecheck)
-                    continue
-                }
-                let since = asking.compactMap { $0 }.reduce(state.heldSince[instance] ?? now, max)
-                guard now - since >= heldAfter else {
-                    waiting = min(waiting ?? .seconds(3600), heldAfter - (now - since))
-                    continue
-                }
-                let labels = instance.labels(before: route.far.zone) ?? []
-                let name = labels.map { String(decoding: $0, as: UTF8.self) }.joined(separator: ".")
-                heldBack.append(.init(instance: name, reason: Self.reason(why, route)))
-            }
-            defer {
-                status.append(AnnouncementStatus(
-                    interface: route.client.interface, from: "\(route.far.zone)", instances: announced, heldBack: heldBack))
-            }
-            for service in services {
-                guard let host = AnnouncementNames.host(service.host, far: route.far),
-                    let typeName = try? DNSName(labels: service.typeLabels + [Array("local".utf8)])
-                else { continue }
-                let key = MDNSGroup.Key(
-                    interface: route.client.interface,
-                    name: "\(service.type) \(String(decoding: service.instance, as: UTF8.self)) from \(route.far.zone)")
-                // The client link's own instances of the type must have been followed a while.
-                guard let farType = try? route.far.zone.prepending(service.typeLabels),
-                    let local = FarRecords.clientName(of: farType, route),
-                    let since = state.subscriptions[RecordKey(name: local, type: .ptr)]?.since
-                else { continue }
-                let level: Int
-                if now - since < clientSettle {
-                    waiting = min(waiting ?? .seconds(3600), clientSettle - (now - since))
-                    guard let announced = onAir[key] else { continue }
-                    level = max(announced, renames[key] ?? 0)
-                } else {
-                    guard let free = renameLevel(of: service, host: host, in: state, from: renames[key] ?? 0, now: now, waiting: &waiting)
-                    else { continue }
-                    level = free
-                }
-                let label = AnnouncementNames.instance(service.instance, far: route.far, renames: level)
-                guard let instance = try? typeName.prepending([label]),
-                    let srv = try? RData.srv(priority: service.priority, weight: service.weight, port: service.port, target: host).wireBytes()
-                else { continue }
-                announced.append(String(decoding: label, as: UTF8.self) + "." + service.type)
-                chosen[key] = level
-                groups[key] = [
-                    MDNSRecord(name: typeName, type: .ptr, rdata: instance.wireBytes),
-                    MDNSRecord(name: servicesName, type: .ptr, rdata: typeName.wireBytes),
-                    MDNSRecord(name: instance, type: .srv, rdata: srv),
-                    MDNSRecord(name: instance, type: .txt, rdata: service.txt),
-                ] + service.subtypes.compactMap { subtype in
-                    // RFC 6763 §7.1: `_universal._sub._ipp._tcp.local.` PTR the instance.
-                    (try? typeName.prepending([subtype, Array("_sub".utf8)])).map {
-                        MDNSRecord(name: $0, type: .ptr, rdata: instance.wireBytes)
-                    }
-                }
-                let hostKey = MDNSGroup.Key(interface: route.client.interface, name: "host \(host)")
-                var addresses = groups[hostKey] ?? []
-                for address in service.addresses {
-                    let record = MDNSRecord(name: host, type: address.count == 4 ? .a : .aaaa, rdata: address)
-                    if !addresses.contains(record) { addresses.append(record) }
-                }
-                groups[hostKey] = addresses
-            }
-        }
-        // Names were checked against the link's own instances: announced without probing.
-        let published = groups.sorted { $0.key < $1.key }.map { MDNSGroup(key: $0.key, records: $0.value, probe: false) }
-        return (published, status, waiting, chosen, heldNow)
-    }
-
-    /// The first rename level, from `level` on, whose name the client link does not use: a
-    /// name in use there is never taken, the far instance is renamed (RFC 6762 §9); another
-    /// router's identical announcement is no conflict (§8.2). Nil while a client-link instance
-    /// of a candidate name has no SRV yet and may still get one (`waiting` says when to look
-    /// again); after `clientSettle` without one, the name counts as taken.
-    private static func renameLevel(
-        of service: FarService, host: DNSName, in state: RouteState, from first: Int, now: Duration, waiting: inout Duration?
-    ) -> Int? {
-        let route = state.route
-        for level in first..<50 {
-            let candidate = AnnouncementNames.instance(service.instance, far: route.far, renames: level)
-            switch state.records.owner(of: candidate, service, host: host, route) {
-            case .none, .partner:
-                return level
-            case .other:
-                continue
-            case .unknown(let instance):
-                let since = state.subscriptions[RecordKey(name: instance, type: .srv)]?.since ?? now
-                if now - since >= clientSettle { continue }
-                waiting = min(waiting ?? .seconds(3600), clientSettle - (now - since))
-                return nil
-            }
-        }
-        return 50
-    }
-
     static let unreachable = "no routable address"
 
     static func reason(_ why: FarRecords.Held, _ route: AnnouncementRoute) -> String {
@@ -521,43 +458,33 @@ public final class Gateway: Sendable {
         }
     }
 
-    /// Logs instances newly held back: a warning when nobody could reach them, as a type whose
-    /// devices use link-local addresses only cannot cross a router.
-    private func report(held status: [AnnouncementStatus], before: [AnnouncementStatus]) {
-        for route in status {
-            let old = before.first { $0.interface == route.interface && $0.from == route.from }?.heldBack ?? []
-            for held in route.heldBack where !old.contains(held) {
-                let metadata: Logger.Metadata = [
-                    "gateway.client": "\(route.interface)", "gateway.from": "\(route.from)",
-                    "gateway.instance": "\(held.instance)", "gateway.reason": "\(held.reason)",
-                ]
-                if held.reason.hasPrefix(Self.unreachable) {
-                    logger.warning("mDNS gateway: a far instance is not announced", metadata: metadata)
-                } else {
-                    logger.info("mDNS gateway: a far instance is not announced", metadata: metadata)
-                }
+    /// Logs a route's instances newly held back: a warning when nobody could reach them, as a
+    /// type whose devices use link-local addresses only cannot cross a router.
+    private func report(held route: AnnouncementStatus, before: AnnouncementStatus?) {
+        let old = before?.heldBack ?? []
+        for held in route.heldBack where !old.contains(held) {
+            let metadata: Logger.Metadata = [
+                "gateway.client": "\(route.interface)", "gateway.from": "\(route.from)",
+                "gateway.instance": "\(held.instance)", "gateway.reason": "\(held.reason)",
+            ]
+            if held.reason.hasPrefix(Self.unreachable) {
+                logger.warning("mDNS gateway: a far instance is not announced", metadata: metadata)
+            } else {
+                logger.info("mDNS gateway: a far instance is not announced", metadata: metadata)
             }
         }
     }
 
-    /// `gateway_announced_instances{link}` and `gateway_withdrawn_total{link}`.
-    private func count(from old: [AnnouncementStatus], to new: [AnnouncementStatus]) {
-        var before: [String: Set<String>] = [:]
-        var after: [String: Set<String>] = [:]
-        for route in old { before[route.interface, default: []].formUnion(route.instances.map { route.from + " " + $0 }) }
-        for route in new { after[route.interface, default: []].formUnion(route.instances.map { route.from + " " + $0 }) }
-        for interface in Set(before.keys).union(after.keys) {
-            let now = after[interface] ?? []
-            let instruments = instruments(for: interface)
-            instruments.announced.record(now.count)
-            let gone = (before[interface] ?? []).subtracting(now).count
-            if gone > 0 { instruments.withdrawn.increment(by: gone) }
-        }
+    /// `gateway_withdrawn_total{link}`: the instances a route announced before and not now
+    /// (gone, renamed, or no longer allowed).
+    private func count(_ interface: String, from old: AnnouncementStatus?, to new: AnnouncementStatus) {
+        let gone = Set(old?.instances ?? []).subtracting(new.instances).count
+        if gone > 0 { instruments(for: interface).withdrawn.increment(by: gone) }
     }
 }
 
 /// A route's Push sink: hands pushes to the gateway's next pass.
-private final class RouteSink: PushSink {
+final class RouteSink: PushSink {
     weak let gateway: Gateway?
     init(gateway: Gateway) { self.gateway = gateway }
     func deliver(_ changes: [PushChange], subscription: UInt16) {

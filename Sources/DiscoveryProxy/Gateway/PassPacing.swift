@@ -1,5 +1,6 @@
-/// Spaces the gateway's passes by what they cost. A pass reads every route whole, so with a
-/// thousand far instances it costs milliseconds, and changes arriving one by one (each
+/// Spaces the gateway's passes by what they cost. A pass that touches a route with a
+/// thousand far instances still looks each up once, so it costs milliseconds (it read them
+/// all whole before the passes became incremental), and changes arriving one by one (each
 /// instance's SRV, TXT, then addresses) would start one pass each `Gateway.settle`: the
 /// proxy spent most of a core on passes that each announced a handful. After a pass that took
 /// `cost`, the next starts no sooner than `spacing` times that later, and the changes that
