@@ -105,9 +105,11 @@ public struct ProxyApplication: Sendable {
 
         ResourceLimits.raiseOpenFiles(forConnections: configuration.tcpMaxConnections, logger: logger)
         let serverConfiguration = configuration.serverConfiguration
-        var responder: any DNSResponder = ProxyResponder(proxy: proxy)
+        // Wrapped even with the limit off, when it passes every answer through: its counters
+        // (`dns_rrl_responses_total`, on the dashboard) are then exported at zero.
+        let responder: any DNSResponder = RateLimitedResponder(
+            ProxyResponder(proxy: proxy), limiter: ResponseRateLimiter(configuration.rateLimit))
         if configuration.rateLimit.isEnabled {
-            responder = RateLimitedResponder(responder, limiter: ResponseRateLimiter(configuration.rateLimit))
             logger.info(
                 "UDP response rate limit on",
                 metadata: [
