@@ -2,8 +2,8 @@
 /// the proxy starts on a link (RFC 8766 §9.3: ~20 packets/s suits 802.11) and the gateway's
 /// announcements there (`AnnouncementQueue`).
 public struct TokenBucket: Sendable {
-    public let rate: Double
-    public let burst: Double
+    public private(set) var rate: Double
+    public private(set) var burst: Double
     private var tokens: Double
     private var last: Duration
 
@@ -42,8 +42,14 @@ public struct TokenBucket: Sendable {
         return .milliseconds(Int((-tokens / rate) * 1000) + 1)
     }
 
-    /// Keeps at most `count` whole tokens (a bucket made anew for another rate starts full).
-    public mutating func drain(keeping count: Int) { tokens = min(tokens, Double(max(0, count))) }
+    /// Another rate and burst from `now` on; the whole tokens saved stay saved, up to the new
+    /// burst (a change of rate is no new burst).
+    public mutating func retune(rate: Double, burst: Double, now: Duration) {
+        refill(now)
+        self.rate = max(rate, 0.001)
+        self.burst = max(burst, 1)
+        tokens = min(self.burst, max(0, tokens.rounded(.down)))
+    }
 
     /// Returns an unused reservation.
     public mutating func refund() { tokens = min(burst, tokens + 1) }

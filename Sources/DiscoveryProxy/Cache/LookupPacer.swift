@@ -21,6 +21,9 @@ struct LookupPacer: Sendable {
         var burst: Double
         /// The fewest lookups a second, however busy the link.
         var least: Double
+
+        /// How many are let out at once at `pace`: `burst` at the most, a second's worth below.
+        func burst(at pace: Double) -> Double { pace == most ? burst : max(1, pace) }
     }
 
     /// How long the packets are counted over before the pace changes.
@@ -45,8 +48,7 @@ struct LookupPacer: Sendable {
     init(settings: Settings, now: Duration) {
         self.settings = settings
         pace = min(settings.most, max(settings.least, 4 * settings.packetsPerSecond))
-        bucket = TokenBucket(
-            rate: pace, burst: pace == settings.most ? settings.burst : max(1, pace), now: now)
+        bucket = TokenBucket(rate: pace, burst: settings.burst(at: pace), now: now)
     }
 
     var queued: Int { waiting.count - head }
@@ -63,7 +65,10 @@ struct LookupPacer: Sendable {
     mutating func observe(sent: Int?, now: Duration) {
         guard let sent else {
             // Nothing to measure with: lookups, not packets (the daemon's packing is unknown).
-            if pace != settings.most { retune(settings.most, burst: settings.burst, now: now, keepingSaved: false) }
+            if pace != settings.most {
+                pace = settings.most
+                bucket = TokenBucket(rate: pace, burst: settings.burst, now: now)
+            }
             windowStart = nil
             return
         }
@@ -83,8 +88,10 @@ struct LookupPacer: Sendable {
             next = pace * 1.25
         }
         next = min(settings.most, max(settings.least, next))
-        // A pace cut below the most lets out a second's worth at once, no more.
-        if next != pace { retune(next, burst: next == settings.most ? settings.burst : max(1, next), now: now) }
+        if next != pace {
+            pace = next
+            bucket.retune(rate: pace, burst: settings.burst(at: pace), now: now)
+        }
     }
 
     /// The lookups to start now, oldest first, and when to look again (nil: none waits).
@@ -105,13 +112,5 @@ struct LookupPacer: Sendable {
         }
         guard queued > 0 else { return (due, nil) }
         return (due, max(Self.tick, bucket.untilNext(now: now)))
-    }
-
-    private mutating func retune(_ pace: Double, burst: Double, now: Duration, keepingSaved: Bool = true) {
-        self.pace = pace
-        let saved = bucket.available(now: now)
-        bucket = TokenBucket(rate: pace, burst: burst, now: now)
-        // Tokens saved stay saved, up to the new burst: a change of pace is no new burst.
-        if keepingSaved { bucket.drain(keeping: saved) }
     }
 }

@@ -89,18 +89,18 @@ struct FarRecords: Sendable {
         touched(key, rdata: Array(gone))
     }
 
-    /// Notes whose wants a change to `key`'s set (of `rdata`) may change: an instance's own
-    /// SRV or TXT, the instances whose SRV targets a host, the instance a PTR names; a PTR
-    /// may also change the types, the subtypes and the client link's names.
+    /// Notes whose wants or survey a change to `key`'s set (of `rdata`) may change: an
+    /// instance's own SRV or TXT, the instances whose SRV targets a host (their survey only),
+    /// the instance a PTR names; a PTR may also change the types, the subtypes and the client
+    /// link's names.
     private mutating func touched(_ key: RecordKey, rdata: [[UInt8]]) {
         switch key.type {
         case .srv, .txt:
             wants.dirty.insert(key.name)
             surveyDirty.insert(key.name)
         case .a, .aaaa:
-            let instances = wants.byTarget[key.name] ?? []
-            wants.dirty.formUnion(instances)
-            surveyDirty.formUnion(instances)
+            // An address changes what an instance is (survey), not what it follows.
+            surveyDirty.formUnion(wants.byTarget[key.name] ?? [])
         case .ptr:
             wants.typesDirty = true
             for bytes in rdata {
@@ -156,9 +156,7 @@ struct FarRecords: Sendable {
         for instance in dirty where instance != WantIndex.typesOwner {
             var keys: Set<RecordKey> = []
             var targets: [DNSName] = []
-            let type = instance.parent
-            if wants.types.contains(type), sets[RecordKey(name: type, type: .ptr)]?.contains(instance.wireBytes) == true
-            {
+            if isListed(instance, under: wants.types) {
                 keys = [RecordKey(name: instance, type: .srv), RecordKey(name: instance, type: .txt)]
                 targets = self.targets(of: instance, route)
                 for target in targets {
@@ -169,6 +167,12 @@ struct FarRecords: Sendable {
             wants.set(keys, for: instance, targets: targets)
         }
         return wants.take(everything: everything)
+    }
+
+    /// Whether `instance` is listed under its type (its type's PTR names it), one of `types`.
+    private func isListed(_ instance: DNSName, under types: Set<DNSName>) -> Bool {
+        let type = instance.parent
+        return types.contains(type) && sets[RecordKey(name: type, type: .ptr)]?.contains(instance.wireBytes) == true
     }
 
     /// What the route follows besides its far instances: the type enumeration, subtypes,
@@ -238,9 +242,7 @@ struct FarRecords: Sendable {
         } else {
             let types = Set(typeNames)
             for instance in surveyDirty {
-                let type = instance.parent
-                let listed = types.contains(type) && sets[RecordKey(name: type, type: .ptr)]?.contains(instance.wireBytes) == true
-                surveyed[instance] = listed ? surveyOne(instance, route, subtypeNames) : nil
+                surveyed[instance] = isListed(instance, under: types) ? surveyOne(instance, route, subtypeNames) : nil
             }
             surveyDirty = []
         }

@@ -214,10 +214,14 @@ public final class Gateway: Sendable {
             // Routes a reload ended: what they announced is withdrawn below (unless a route
             // left has the same group), and their client links count it.
             let ended = batch.reconfigure ? rebuild(&model) : []
+            // The routes this pass computes again: those the changes, collisions and clocks
+            // touch; the others keep what they made (`RouteState.output`).
+            var touched = Set(model.routes.indices.filter { model.routes[$0].output == nil || batch.reconfigure })
             for (sink, subscription, changes) in batch.changes {
                 guard let index = model.routes.firstIndex(where: { $0.sink === sink }),
                     let key = model.routes[index].keysByID[subscription]
                 else { continue }
+                touched.insert(index)
                 for change in changes {
                     model.routes[index].records.apply(change, to: key)
                     // The browse started over (the daemon went away or came back): until it has
@@ -229,12 +233,7 @@ public final class Gateway: Sendable {
                     }
                 }
             }
-            // The routes this pass computes again: those the changes, collisions and clocks
-            // touch; the others keep what they made (`RouteState.output`).
-            var touched = Set(model.routes.indices.filter { model.routes[$0].output == nil || batch.reconfigure })
-            for (sink, _, _) in batch.changes {
-                if let index = model.routes.firstIndex(where: { $0.sink === sink }) { touched.insert(index) }
-            }
+            let byInterface = Dictionary(grouping: model.routes.indices) { model.routes[$0].route.client.interface }
             for key in batch.collisions {
                 if let records = model.published[key] { proxy.forgetOwnPublication(MDNSGroup(key: key, records: records)) }
                 model.renames[key, default: 0] += 1
@@ -243,7 +242,7 @@ public final class Gateway: Sendable {
                     "mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)",
                     "gateway.renames": "\(model.renames[key] ?? 0)",
                 ])
-                touched.formUnion(model.routes.indices.filter { model.routes[$0].route.client.interface == key.interface })
+                touched.formUnion(byInterface[key.interface] ?? [])
             }
             if !mdnsRunning {
                 // avahi is away, on some connection at least: every view is unknown, not empty,
@@ -288,7 +287,7 @@ public final class Gateway: Sendable {
             model.status = model.routes.compactMap(\.output?.status)
             for interface in interfaces {
                 instruments(for: interface).announced.record(
-                    model.routes.filter { $0.route.client.interface == interface }.reduce(0) { $0 + ($1.output?.status.instances.count ?? 0) })
+                    (byInterface[interface] ?? []).reduce(0) { $0 + (model.routes[$1].output?.status.instances.count ?? 0) })
             }
             // What changed: a group whose records are the same array as before costs no
             // comparison of its records (Swift compares the buffers first).
@@ -296,7 +295,7 @@ public final class Gateway: Sendable {
             var removed: [MDNSGroup.Key] = []
             var before: [MDNSGroup.Key: [MDNSRecord]] = [:]
             for key in changedKeys {
-                let merged = Self.merged(key, model.routes)
+                let merged = Self.merged(key, model.routes, at: byInterface[key.interface] ?? [])
                 guard merged != model.published[key] else { continue }
                 before[key] = model.published[key]
                 model.published[key] = merged
@@ -315,12 +314,13 @@ public final class Gateway: Sendable {
         publisher.publish(groups)
     }
 
-    /// `key`'s records over every route of its client link: one route's, or, where two routes
-    /// of one client link name the same host, all their addresses. Nil when none has it.
-    private static func merged(_ key: MDNSGroup.Key, _ routes: [RouteState]) -> [MDNSRecord]? {
+    /// `key`'s records over the routes at `indices` (those of its client link): one route's,
+    /// or, where two routes of one client link name the same host, all their addresses. Nil
+    /// when none has it.
+    private static func merged(_ key: MDNSGroup.Key, _ routes: [RouteState], at indices: [Int]) -> [MDNSRecord]? {
         var merged: [MDNSRecord]?
-        for state in routes where state.route.client.interface == key.interface {
-            guard let records = state.output?.groups[key] else { continue }
+        for index in indices {
+            guard let records = routes[index].output?.groups[key] else { continue }
             guard var sum = merged else {
                 merged = records
                 continue
@@ -425,10 +425,7 @@ public final class Gateway: Sendable {
         guard !state.notAsking.isEmpty, !state.heldSince.isEmpty else { return }
         var keys: [RecordKey] = []
         for instance in state.heldSince.keys {
-            let lookups = [RecordKey(name: instance, type: .srv)] + state.records.targets(of: instance, state.route).flatMap {
-                [RecordKey(name: $0, type: .a), RecordKey(name: $0, type: .aaaa)]
-            }
-            keys += lookups.filter { state.notAsking.contains($0) }
+            keys += state.lookups(ofHeld: instance).filter { state.notAsking.contains($0) }
         }
         guard !keys.isEmpty else { return }
         for (key, asking) in zip(keys, proxy.areAsking(keys.map { state.subscriptions[$0]?.keys ?? [] })) where asking {

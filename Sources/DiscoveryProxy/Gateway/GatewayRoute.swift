@@ -31,6 +31,14 @@ extension Gateway {
         /// computed again without any change (a settle or held-back wait ends).
         var output: RouteOutput?
         var recheckAt: Duration?
+
+        /// What a held-back far instance waits for before it is reported: its SRV and its
+        /// targets' addresses asking the link.
+        func lookups(ofHeld instance: DNSName) -> [RecordKey] {
+            [RecordKey(name: instance, type: .srv)] + records.targets(of: instance, route).flatMap {
+                [RecordKey(name: $0, type: .a), RecordKey(name: $0, type: .aaaa)]
+            }
+        }
     }
 
     /// One route's groups on its client link, its status, the rename level of each instance
@@ -105,10 +113,7 @@ extension Gateway {
             // asked the link, for `heldAfter`: records arrive one by one, lookups wait for their
             // pace and then in the backend's queue (issue 45: a thousand far devices' lookups),
             // and a device that leaves loses its address first.
-            let lookups = [RecordKey(name: instance, type: .srv)] + state.records.targets(of: instance, route).flatMap {
-                [RecordKey(name: $0, type: .a), RecordKey(name: $0, type: .aaaa)]
-            }
-            let asking = lookups.map { state.asking[$0] }
+            let asking = state.lookups(ofHeld: instance).map { state.asking[$0] }
             guard !asking.contains(nil) else {
                 waiting = min(waiting ?? .seconds(3600), askingRecheck)
                 continue
