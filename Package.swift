@@ -221,7 +221,8 @@ let package = Package(
         .testTarget(
             name: "ProxyAppTests",
             dependencies: [
-                "ProxyApp", "DiscoveryProxy", "DNSWire", "DNSServer", .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "ProxyApp", "DiscoveryProxy", "DNSWire", "DNSServer", "MDNS", "ProxyTestSupport",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings),
         .testTarget(

@@ -14,7 +14,8 @@ import NIOCore
 /// - `GET /api/services`: the `AdminStatus` as JSON.
 /// - `GET /healthz`: 200 `ok`, or 503 with one reason per line.
 /// - `GET /metrics`: Prometheus text format of `registry`, after setting its level gauges from a snapshot.
-/// - `POST /reload`: `source.reload()`; 200 `reloaded`, or 400 with one error per line.
+/// - `POST /reload`: `source.reload()`; 200 `reloaded` (then a line per changed key that waits
+///   for a restart), or 400 with one error per line.
 ///
 /// Call once per registry (it creates the snapshot gauges through `ScrapeGauges`).
 public func buildAdminRouter(
@@ -53,8 +54,8 @@ public func buildAdminRouter(
             return AdminResponse.text("cross-origin request refused\n", status: .forbidden)
         }
         switch await source.reload() {
-        case .ok:
-            return AdminResponse.text("reloaded\n")
+        case .applied(let waiting):
+            return AdminResponse.text((["reloaded"] + waiting).joined(separator: "\n") + "\n")
         case .failed(let errors):
             let lines = errors.isEmpty ? ["reload failed"] : errors
             return AdminResponse.text(lines.joined(separator: "\n") + "\n", status: .badRequest)

@@ -17,8 +17,9 @@ public protocol AdminStatusSource: Sendable {
 
 /// The outcome of `POST /reload`.
 public enum ReloadResult: Sendable, Equatable {
-    /// The new configuration is in effect.
-    case ok
+    /// The new configuration is in effect, but for the changed keys that take effect on
+    /// restart only: one line each (the key, and why).
+    case applied(waitingForRestart: [String])
     /// Nothing changed; one line per problem (key, bad value, why).
     case failed([String])
 }

@@ -41,6 +41,8 @@ public struct DNSServerBoundAddress: Sendable, Hashable, CustomStringConvertible
 /// for up to `shutdownGracePeriod` and closes everything.
 public final class DNSServer: Service, Sendable {
 
+    /// The settings at start; `apply` changes the connection settings and limits and
+    /// `replayAnswers` (`current`), never the sockets.
     public let configuration: DNSServerConfiguration
     private let responder: any DNSResponder
     private let eventLoopGroup: any EventLoopGroup
@@ -51,9 +53,9 @@ public final class DNSServer: Service, Sendable {
     /// connections are DNS Push sessions, counted by the Push metrics).
     private let counters = DNSServerCounters(exportingTo: MetricsSystem.factory)
     private let udpDrain = UDPDrainState()
-    /// Answers the responder allowed to be replayed, one cache per event loop; nil when
-    /// `configuration.replayAnswers` is off.
-    private let replays: ReplayCaches?
+    /// Answers the responder allowed to be replayed, one cache per event loop, on while
+    /// `replayAnswers` is.
+    private let replays: ReplayCaches
     private let lifetime = ListenerLifetime()
     private let bound = Mutex<[DNSServerBoundAddress]>([])
     /// The TCP listeners (`StreamListener`); made by `init`, bound by `run()`.
@@ -74,12 +76,33 @@ public final class DNSServer: Service, Sendable {
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
         self.onBound = onBound
-        let replays = configuration.replayAnswers ? ReplayCaches(group: eventLoopGroup) : nil
+        let replays = ReplayCaches(group: eventLoopGroup, on: configuration.replayAnswers)
         self.replays = replays
         let loops = Array(eventLoopGroup.makeIterator())
         self.stream = StreamListener(
             responder: responder, counters: self.counters, configuration: configuration,
             group: loops.count >= 2 ? loops[1] : eventLoopGroup, backlog: 256, replays: replays, logger: logger)
+    }
+
+    /// The settings in force: those at start with the last `apply`'s connection settings.
+    public var current: DNSServerConfiguration {
+        var current = self.stream.current
+        current.replayAnswers = self.replays.isOn.value
+        return current
+    }
+
+    /// Applies a reload: TCP connection limits, idle timeout, lifetime and in-flight cap for
+    /// the connections opened from now on, and replay on or off at once. The listen addresses
+    /// and the UDP socket settings stay as bound.
+    public func apply(_ configuration: DNSServerConfiguration) {
+        var kept = configuration
+        kept.listenAddresses = self.configuration.listenAddresses
+        kept.udpReceiveBufferSlots = self.configuration.udpReceiveBufferSlots
+        kept.udpWriteBatch = self.configuration.udpWriteBatch
+        kept.maxUDPDatagramSize = self.configuration.maxUDPDatagramSize
+        kept.udpSocketReceiveBuffer = self.configuration.udpSocketReceiveBuffer
+        self.stream.apply(kept)
+        self.replays.isOn.set(configuration.replayAnswers)
     }
 
     /// The sockets bound by `run()`, UDP and TCP for each listen address; empty before.
@@ -285,7 +308,7 @@ public final class DNSServer: Service, Sendable {
     ) throws {
         try pipeline.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes)))
         try pipeline.addHandler(LengthFieldPrepender(lengthFieldBitLength: .twoBytes))
-        if let sessions = responder as? any DNSSessionResponder {
+        if configuration.dsoSessions, let sessions = responder as? any DNSSessionResponder {
             try pipeline.addHandler(DSOSessionHandler(responder: sessions, counters: counters))
         }
         try pipeline.addHandler(
@@ -315,6 +338,6 @@ public final class DNSServer: Service, Sendable {
         for channel in listeners.udp {
             try? await channel.close()
         }
-        self.replays?.stop()
+        self.replays.stop()
     }
 }

@@ -1,6 +1,6 @@
 /// Where and how the DNS front ends listen. Every listen address gets a UDP socket and a TCP
 /// listener on the same port.
-public struct DNSServerConfiguration: Sendable {
+public struct DNSServerConfiguration: Sendable, Equatable {
     /// A numeric IP address (no host names) and a port. Port 0 picks a free port, the same one
     /// for UDP and TCP; `DNSServer.boundAddresses` tells which.
     public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
@@ -61,6 +61,11 @@ public struct DNSServerConfiguration: Sendable {
     /// Replay answers the responder marked replayable (`DNSAnswerReplay`) for byte-identical
     /// queries from the same client, from a per-event-loop cache: the cache-hit fast path.
     public var replayAnswers: Bool = true
+
+    /// A TCP connection's DSO messages go to a session of the responder, when it holds
+    /// sessions (`DNSSessionResponder`): DNS Push on the DNS port (`push.on-tcp`). Off, a
+    /// DSO message is an ordinary query to the responder.
+    public var dsoSessions: Bool = true
 
     /// On graceful shutdown, how long answers still in flight may take before every socket is closed.
     public var shutdownGracePeriod: Duration = .seconds(2)

@@ -22,7 +22,7 @@ public struct RateLimitedResponder: DNSResponder {
     /// TCP answers (and all answers while the limit is off) keep the inner responder's replay
     /// permission; limited UDP answers never get one, so that every one passes the limiter.
     public func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void) {
-        guard client.transport == .udp, limiter.limit.isEnabled else {
+        guard client.transport == .udp, limiter.isEnabled else {
             inner.handle(query: query, from: client, answer: answer)
             return
         }

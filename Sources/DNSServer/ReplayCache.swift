@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import NIOCore
+import Synchronization
 
 /// Answers the responder allowed to be replayed (`DNSAnswerReplay`), kept per event loop so
 /// that a repeated query is answered without a lock, a responder call or an allocation: hash
@@ -107,11 +108,15 @@ final class ReplayCache {
     private let maxSets: Int
     private let capacity: Int
     private(set) var count = 0
+    /// `replay-answers`, shared by the server's caches and changed by a reload: off, nothing
+    /// is replayed or stored, and the next sweep empties the table.
+    let isOn: ReplaySwitch
 
     /// At most `capacity` entries, in twice as many slots (rounded up to a power of two). The
     /// table starts small and doubles while more than a quarter full: at that load a set of
     /// four overflows for under 0.5% of entries (Poisson, mean one per set), at half load for 5%.
-    init(capacity: Int = 8192) {
+    init(capacity: Int = 8192, isOn: ReplaySwitch = ReplaySwitch(true)) {
+        self.isOn = isOn
         let maxSets = max(1, (2 * capacity + Self.ways - 1) / Self.ways)
         self.maxSets = 1 << (Int.bitWidth - (maxSets - 1).leadingZeroBitCount)
         self.capacity = capacity
@@ -141,7 +146,7 @@ final class ReplayCache {
         to query: UnsafeRawBufferPointer, client: ClientKey, transport: DNSTransport, now: NIODeadline,
         _ body: (UnsafeRawBufferPointer) -> R
     ) -> R? {
-        guard query.count > 12 else { return nil }
+        guard query.count > 12, self.isOn.value else { return nil }
         let question = UnsafeRawBufferPointer(rebasing: query[2...])
         let hash = Self.hash(question, client: client, transport: transport)
         let first = (hash & self.setMask) &* Self.ways
@@ -165,7 +170,7 @@ final class ReplayCache {
         _ answer: ByteBuffer, replay: DNSAnswerReplay, query: UnsafeRawBufferPointer, client: ClientKey,
         transport: DNSTransport, now: NIODeadline
     ) {
-        guard query.count > 12, answer.readableBytes >= 12 else { return }
+        guard query.count > 12, answer.readableBytes >= 12, self.isOn.value else { return }
         let question = UnsafeRawBufferPointer(rebasing: query[2...])
         let hash = Self.hash(question, client: client, transport: transport)
         let entry = Entry(
@@ -194,9 +199,10 @@ final class ReplayCache {
 
     /// Reports pending replay counts and drops expired entries; run about once a second.
     func sweep(now: NIODeadline) {
+        let on = self.isOn.value
         for slot in self.slots.indices {
             guard let entry = self.slots[slot] else { continue }
-            if now >= entry.expires {
+            if now >= entry.expires || !on {
                 self.retire(at: slot)
             } else if entry.unreported > 0 {
                 entry.replay.replayed(entry.unreported)
@@ -266,16 +272,19 @@ final class ReplayCache {
 /// One `ReplayCache` per event loop of a server, shared by its UDP and TCP handlers on that
 /// loop, with a once-a-second sweep that reports replay counts.
 final class ReplayCaches: Sendable {
+    let isOn: ReplaySwitch
     private let caches: [ObjectIdentifier: (loop: any EventLoop, cache: NIOLoopBoundBox<ReplayCache>)]
     private let sweeps: [RepeatedTask]
 
     /// One cache per loop of `group`; none (replay off) for groups that cannot list their loops.
-    init(group: any EventLoopGroup) {
+    init(group: any EventLoopGroup, on: Bool) {
+        let isOn = ReplaySwitch(on)
+        self.isOn = isOn
         var caches: [ObjectIdentifier: (loop: any EventLoop, cache: NIOLoopBoundBox<ReplayCache>)] = [:]
         var sweeps: [RepeatedTask] = []
         for loop in group.makeIterator() {
             // Built here, off the loop, and only ever used on it.
-            let bound = NIOLoopBoundBox.makeBoxSendingValue(ReplayCache(), eventLoop: loop)
+            let bound = NIOLoopBoundBox.makeBoxSendingValue(ReplayCache(isOn: isOn), eventLoop: loop)
             caches[ObjectIdentifier(loop)] = (loop, bound)
             sweeps.append(
                 loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in
@@ -298,4 +307,13 @@ final class ReplayCaches: Sendable {
             loop.execute { bound.value.reportAll() }
         }
     }
+}
+
+/// Whether answers are replayed (`replay-answers`): read once per query (one relaxed atomic
+/// load), set by a reload.
+final class ReplaySwitch: Sendable {
+    private let on: Atomic<Bool>
+    init(_ on: Bool) { self.on = Atomic(on) }
+    var value: Bool { on.load(ordering: .relaxed) }
+    func set(_ value: Bool) { on.store(value, ordering: .relaxed) }
 }

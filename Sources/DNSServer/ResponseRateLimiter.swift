@@ -35,8 +35,6 @@ public enum RateLimitDecision: Sendable, Equatable {
 /// limiter's user started (the same kind of clock as the proxy's mDNS token buckets), so that
 /// tests can drive it.
 public final class ResponseRateLimiter: Sendable {
-    public let limit: ResponseRateLimit
-
     private struct Bucket {
         var tokens: Double
         var updated: Duration
@@ -44,19 +42,53 @@ public final class ResponseRateLimiter: Sendable {
     }
 
     private struct State {
+        var limit: ResponseRateLimit
         var buckets: [[UInt8]: Bucket] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
+    /// `limit.isEnabled`, read per answer without the lock.
+    private let enabled: Atomic<Bool>
 
     public init(_ limit: ResponseRateLimit) {
-        self.limit = limit
+        self.state = Mutex(State(limit: limit))
+        self.enabled = Atomic(limit.isEnabled)
     }
 
-    private var capacity: Double { Double(limit.burst > 0 ? limit.burst : limit.responsesPerSecond) }
+    /// The limit in force.
+    public var limit: ResponseRateLimit { state.withLock { $0.limit } }
+
+    /// False when the limit is off: every answer is sent, no lock taken.
+    public var isEnabled: Bool { enabled.load(ordering: .relaxed) }
+
+    /// A reload's new limit, at once. Buckets are kept while the prefixes that key them are
+    /// the same (their tokens capped to the new burst), and start full otherwise.
+    public func apply(_ limit: ResponseRateLimit) {
+        state.withLock { state in
+            let old = state.limit
+            state.limit = limit
+            if old.ipv4PrefixLength != limit.ipv4PrefixLength || old.ipv6PrefixLength != limit.ipv6PrefixLength
+                || !limit.isEnabled
+            {
+                state.buckets.removeAll()
+            } else {
+                let capacity = Self.capacity(limit)
+                for key in state.buckets.keys { state.buckets[key]!.tokens = min(capacity, state.buckets[key]!.tokens) }
+            }
+        }
+        enabled.store(limit.isEnabled, ordering: .relaxed)
+    }
+
+    private static func capacity(_ limit: ResponseRateLimit) -> Double {
+        Double(limit.burst > 0 ? limit.burst : limit.responsesPerSecond)
+    }
 
     /// The client's prefix: its address with the host bits cleared (4 or 16 bytes in).
     public func prefix(of address: [UInt8]) -> [UInt8] {
+        Self.prefix(of: address, limit: limit)
+    }
+
+    private static func prefix(of address: [UInt8], limit: ResponseRateLimit) -> [UInt8] {
         let length = address.count == 4 ? limit.ipv4PrefixLength : limit.ipv6PrefixLength
         var masked = address
         for index in masked.indices {
@@ -67,17 +99,19 @@ public final class ResponseRateLimiter: Sendable {
     }
 
     public func decide(client address: [UInt8], now: Duration) -> RateLimitDecision {
-        guard limit.isEnabled else { return .send }
-        let key = prefix(of: address)
-        let rate = Double(limit.responsesPerSecond)
-        let capacity = self.capacity
+        guard isEnabled else { return .send }
         return state.withLock { state in
+            let limit = state.limit
+            guard limit.isEnabled else { return .send }
+            let key = Self.prefix(of: address, limit: limit)
+            let rate = Double(limit.responsesPerSecond)
+            let capacity = Self.capacity(limit)
             var bucket = state.buckets[key] ?? Bucket(tokens: capacity, updated: now)
             bucket.tokens = min(capacity, bucket.tokens + max(0, (now - bucket.updated) / .seconds(1)) * rate)
             bucket.updated = now
             defer {
                 if state.buckets[key] == nil, state.buckets.count >= limit.maxTrackedPrefixes {
-                    forgetIdle(&state, now: now, rate: rate, capacity: capacity)
+                    Self.forgetIdle(&state, now: now, rate: rate, capacity: capacity)
                 }
                 state.buckets[key] = bucket
             }
@@ -96,9 +130,9 @@ public final class ResponseRateLimiter: Sendable {
 
     /// Drops buckets that have refilled (they behave as new ones); if none has, the table is
     /// cleared rather than grown without bound (a flood from more prefixes than the table holds).
-    private func forgetIdle(_ state: inout State, now: Duration, rate: Double, capacity: Double) {
+    private static func forgetIdle(_ state: inout State, now: Duration, rate: Double, capacity: Double) {
         state.buckets = state.buckets.filter { $0.value.tokens + (now - $0.value.updated) / .seconds(1) * rate < capacity }
-        if state.buckets.count >= limit.maxTrackedPrefixes { state.buckets.removeAll() }
+        if state.buckets.count >= state.limit.maxTrackedPrefixes { state.buckets.removeAll() }
     }
 
     /// The truncated form of an answer for a slip: its header with TC set and the counts of

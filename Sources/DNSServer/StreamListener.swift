@@ -25,7 +25,9 @@ final class StreamListener: Sendable {
     private let responder: any DNSResponder
     private let counters: DNSServerCounters
     let registry: TCPConnectionRegistry
-    private let configuration: DNSServerConfiguration
+    /// The connection settings in force (idle timeout, lifetime, in-flight cap, limits); a
+    /// connection takes them when it opens, so a reload applies to the connections after it.
+    private let configuration: Mutex<DNSServerConfiguration>
     private let tls: NIOSSLContext?
     private let group: any EventLoopGroup
     private let backlog: Int32
@@ -43,7 +45,7 @@ final class StreamListener: Sendable {
     ) {
         self.responder = responder
         self.counters = counters
-        self.configuration = configuration
+        self.configuration = Mutex(configuration)
         self.tls = tls
         self.group = group
         self.backlog = backlog
@@ -54,6 +56,16 @@ final class StreamListener: Sendable {
             maxPerSubnet: configuration.effectiveMaxTCPConnectionsPerSubnet)
     }
 
+    var current: DNSServerConfiguration { configuration.withLock { $0 } }
+
+    /// New connection settings and limits, for the connections opened from now on.
+    func apply(_ configuration: DNSServerConfiguration) {
+        self.configuration.withLock { $0 = configuration }
+        registry.apply(.init(
+            total: configuration.maxTCPConnections, perClient: configuration.maxTCPConnectionsPerClient,
+            perSubnet: configuration.effectiveMaxTCPConnectionsPerSubnet))
+    }
+
     /// Listens on `address` (IPv6 sockets are IPv6-only, so that an IPv4 listener on the same
     /// port can coexist). Throws NIO's error; callers name the address in theirs.
     func bind(_ address: SocketAddress) async throws -> any Channel {
@@ -61,7 +73,6 @@ final class StreamListener: Sendable {
         let responder = self.responder
         let counters = self.counters
         let registry = self.registry
-        let configuration = self.configuration
         let tls = self.tls
         let replays = self.replays
         let logger = self.logger
@@ -80,7 +91,7 @@ final class StreamListener: Sendable {
                     if let tls { try pipeline.addHandler(NIOSSLServerHandler(context: tls)) }
                     try DNSServer.addTCPHandlers(
                         to: pipeline, responder: responder, counters: counters, registry: registry,
-                        configuration: configuration, replays: replays, logger: logger)
+                        configuration: self.current, replays: replays, logger: logger)
                 }
             }
         if case .v6 = address {

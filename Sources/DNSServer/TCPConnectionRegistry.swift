@@ -9,6 +9,15 @@ final class TCPConnectionRegistry: Sendable {
         var perClient: [[UInt8]: Int] = [:]
         var perSubnet: [[UInt8]: Int] = [:]
         var shuttingDown = false
+        var limits: Limits
+    }
+
+    /// The limits in force; a reload changes them (`apply`). Connections open beyond new,
+    /// lower limits stay open: the limits decide admission only.
+    struct Limits: Equatable {
+        var total: Int
+        var perClient: Int
+        var perSubnet: Int = .max
     }
 
     enum Admission: Equatable {
@@ -19,20 +28,26 @@ final class TCPConnectionRegistry: Sendable {
         case shuttingDown
     }
 
-    private let maxTotal: Int
-    private let maxPerClient: Int
-    private let maxPerSubnet: Int
     /// From this many open connections on, the server is short of them (`isShortOfConnections`).
-    private let shortageThreshold: Int
-    private let state = Mutex(State())
+    private let shortageThreshold: Atomic<Int>
+    private let state: Mutex<State>
     /// `channels.count`, readable per query without the lock.
     private let open = Atomic<Int>(0)
 
     init(maxTotal: Int, maxPerClient: Int, maxPerSubnet: Int = .max) {
-        self.maxTotal = maxTotal
-        self.maxPerClient = maxPerClient
-        self.maxPerSubnet = maxPerSubnet
-        self.shortageThreshold = max(1, maxTotal - maxTotal / 8)
+        let limits = Limits(total: maxTotal, perClient: maxPerClient, perSubnet: maxPerSubnet)
+        self.state = Mutex(State(limits: limits))
+        self.shortageThreshold = Atomic(Self.shortage(of: limits))
+    }
+
+    private static func shortage(of limits: Limits) -> Int { max(1, limits.total - limits.total / 8) }
+
+    var limits: Limits { state.withLock { $0.limits } }
+
+    /// New limits, for the connections admitted from now on.
+    func apply(_ limits: Limits) {
+        state.withLock { $0.limits = limits }
+        shortageThreshold.store(Self.shortage(of: limits), ordering: .relaxed)
     }
 
     var count: Int {
@@ -43,7 +58,7 @@ final class TCPConnectionRegistry: Sendable {
     /// an idle timeout of 0 (RFC 7828 §3.3.2) and closes once idle (RFC 7766 §6.2.3), so that
     /// slots free up before new clients are turned away.
     var isShortOfConnections: Bool {
-        self.open.load(ordering: .relaxed) >= self.shortageThreshold
+        self.open.load(ordering: .relaxed) >= self.shortageThreshold.load(ordering: .relaxed)
     }
 
     /// The subnet a client address counts against: its /24 (IPv4) or /56 (IPv6).
@@ -54,12 +69,12 @@ final class TCPConnectionRegistry: Sendable {
     func admit(_ channel: any Channel, client: [UInt8]) -> Admission {
         self.state.withLock { state in
             if state.shuttingDown { return .shuttingDown }
-            if state.channels.count >= self.maxTotal { return .overTotalLimit }
+            if state.channels.count >= state.limits.total { return .overTotalLimit }
             let fromClient = state.perClient[client, default: 0]
-            if fromClient >= self.maxPerClient { return .overClientLimit }
+            if fromClient >= state.limits.perClient { return .overClientLimit }
             let subnet = Self.subnet(of: client)
             let fromSubnet = state.perSubnet[subnet, default: 0]
-            if fromSubnet >= self.maxPerSubnet { return .overSubnetLimit }
+            if fromSubnet >= state.limits.perSubnet { return .overSubnetLimit }
             state.channels[ObjectIdentifier(channel)] = channel
             state.perClient[client] = fromClient + 1
             state.perSubnet[subnet] = fromSubnet + 1

@@ -8,6 +8,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import ServiceLifecycle
+import Synchronization
 
 /// DNS over TLS listeners (RFC 7858), for DNS Push sessions (RFC 8765 §5: Push runs on TLS).
 /// Each connection gets TLS, then the same length-framed pipeline as plain TCP, so DSO
@@ -15,7 +16,7 @@ import ServiceLifecycle
 /// decoder works on the decrypted byte stream (a length prefix and its message in one record,
 /// several messages in one record, or a message split across records).
 public final class TLSDNSServer: Service, Sendable {
-    public struct Configuration: Sendable {
+    public struct Configuration: Sendable, Equatable {
         public var listenAddresses: [DNSServerConfiguration.ListenAddress]
         /// PEM files: the certificate chain (leaf first) and its private key.
         public var certificateFile: String
@@ -44,7 +45,9 @@ public final class TLSDNSServer: Service, Sendable {
         }
     }
 
+    /// The settings at start; `apply` changes the connection settings (`current`).
     public let configuration: Configuration
+    private let live: Mutex<(configuration: Configuration, stream: StreamListener?)>
     private let responder: any DNSResponder
     private let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
@@ -58,6 +61,7 @@ public final class TLSDNSServer: Service, Sendable {
         logger: Logger = Logger(label: "dns.tls"), onBound: (@Sendable ([SocketAddress]) -> Void)? = nil
     ) {
         self.configuration = configuration
+        self.live = Mutex((configuration, nil))
         self.responder = responder
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
@@ -65,6 +69,32 @@ public final class TLSDNSServer: Service, Sendable {
     }
 
     public func stats() -> DNSServerStats { counters.snapshot() }
+
+    /// The settings in force.
+    public var current: Configuration { live.withLock { $0.configuration } }
+
+    /// Applies a reload: the idle timeout and connection limits, for the connections opened
+    /// from now on. The addresses, certificate and key stay as loaded at start.
+    public func apply(_ configuration: Configuration) {
+        var kept = configuration
+        kept.listenAddresses = self.configuration.listenAddresses
+        kept.certificateFile = self.configuration.certificateFile
+        kept.privateKeyFile = self.configuration.privateKeyFile
+        let stream = live.withLock {
+            $0.configuration = kept
+            return $0.stream
+        }
+        stream?.apply(Self.connections(kept))
+    }
+
+    /// Before a connection's first DSO message it is an RFC 7766 connection with these limits.
+    private static func connections(_ configuration: Configuration) -> DNSServerConfiguration {
+        var connections = DNSServerConfiguration(listenAddresses: [])
+        connections.tcpIdleTimeout = configuration.idleTimeout
+        connections.maxTCPConnections = configuration.maxConnections
+        connections.maxTCPConnectionsPerClient = configuration.maxConnectionsPerClient
+        return connections
+    }
 
     /// Loads the certificate and key; a one-line error naming the file otherwise.
     public static func makeContext(certificateFile: String, privateKeyFile: String) throws -> NIOSSLContext {
@@ -108,14 +138,13 @@ public final class TLSDNSServer: Service, Sendable {
         defer { lifetime.finished() }
         let context = try Self.makeContext(
             certificateFile: configuration.certificateFile, privateKeyFile: configuration.privateKeyFile)
-        // Before a connection's first DSO message it is an RFC 7766 connection with these limits.
-        var connections = DNSServerConfiguration(listenAddresses: [])
-        connections.tcpIdleTimeout = configuration.idleTimeout
-        connections.maxTCPConnections = configuration.maxConnections
-        connections.maxTCPConnectionsPerClient = configuration.maxConnectionsPerClient
-        let stream = StreamListener(
-            responder: responder, counters: counters, configuration: connections, tls: context,
-            group: eventLoopGroup, backlog: 1024, logger: logger)
+        let stream = live.withLock { live in
+            let stream = StreamListener(
+                responder: responder, counters: counters, configuration: Self.connections(live.configuration),
+                tls: context, group: eventLoopGroup, backlog: 1024, logger: logger)
+            live.stream = stream
+            return stream
+        }
         var channels: [any Channel] = []
         do {
             for listen in configuration.listenAddresses { channels.append(try await bind(listen, on: stream)) }

@@ -49,7 +49,9 @@ struct AdminSource: AdminStatusSource {
     }
 
     func reload() async -> ReloadResult {
-        guard let errors = reloader.reload() else { return .ok }
-        return .failed(errors)
+        switch reloader.reload() {
+        case .applied(_, let restart): return .applied(waitingForRestart: restart.map(\.description))
+        case .rejected(let errors): return .failed(errors)
+        }
     }
 }

@@ -1,6 +1,7 @@
 import DNSServer
 import DNSWire
 import DiscoveryProxy
+import Logging
 import MDNS
 
 /// The one place where the file's and the flags' settings become the runtime settings of the
@@ -50,6 +51,7 @@ extension AppConfiguration {
         }
         server.maxInFlightPerConnection = tcpMaxInFlightPerConnection
         server.replayAnswers = replayAnswers
+        server.dsoSessions = push.onTCP
         return server
     }
 
@@ -62,6 +64,14 @@ extension AppConfiguration {
             idleTimeout: .configured(seconds: tcpIdleTimeoutSeconds), maxConnections: push.maxSessions + 64,
             maxConnectionsPerClient: push.maxSessions + 64)
     }
+
+    /// The avahi backend's object limits.
+    var avahiLimits: AvahiObjectLimits {
+        AvahiObjectLimits(perClient: avahiObjectsPerClient, total: avahiObjectBudget)
+    }
+
+    /// `log-level` (validated against `logLevels`).
+    var level: Logger.Level { Logger.Level(rawValue: logLevel) ?? .info }
 
     /// The DNS Push sessions' settings.
     var pushConfiguration: PushConfiguration {

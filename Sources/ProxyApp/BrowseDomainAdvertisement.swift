@@ -1,6 +1,8 @@
 import DNSWire
 import DiscoveryProxy
+import Logging
 import MDNS
+import Synchronization
 
 /// The browse domains announced over mDNS on client-facing interfaces
 /// (`advertise-browse-domains`): on each, `b._dns-sd._udp.local.` and
@@ -35,5 +37,32 @@ struct BrowseDomainAdvertisement: Equatable {
                 key: MDNSGroup.Key(interface: interface, name: "browse domains"),
                 records: Self.browseNames.flatMap { name in zones.map { MDNSRecord(name: name, type: .ptr, rdata: $0.wireBytes) } })
         }
+    }
+}
+
+/// Publishes the advertisement for each configuration put in force (start, reload, interface
+/// change), and remembers the last one.
+final class BrowseDomainAnnouncer: Sendable {
+    private let publisher: any MDNSPublisher
+    private let logger: Logger
+    private let last = Mutex<BrowseDomainAdvertisement?>(nil)
+
+    init(publisher: any MDNSPublisher, logger: Logger) {
+        self.publisher = publisher
+        self.logger = logger
+    }
+
+    /// The zones announced now, by interface.
+    var zones: [String: [DNSName]] { last.withLock { $0?.zones ?? [:] } }
+
+    func apply(_ configuration: AppConfiguration, interfaces: InterfaceTable) {
+        let advertisement = BrowseDomainAdvertisement(configuration: configuration, interfaces: interfaces)
+        for (interface, zones) in advertisement.zones.sorted(by: { $0.key < $1.key }) {
+            logger.info(
+                "advertising browse domains over mDNS",
+                metadata: ["mdns.interface": "\(interface)", "link.zones": "\(zones.map(\.description).joined(separator: ","))"])
+        }
+        last.withLock { $0 = advertisement }
+        publisher.publish(advertisement.groups)
     }
 }

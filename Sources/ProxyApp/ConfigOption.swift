@@ -3,8 +3,9 @@ import DNSWire
 import DiscoveryProxy
 
 /// One configuration key, declared once (`AppConfiguration.options`): how its YAML value is
-/// read into `AppConfiguration`, checked, and printed by `--check-config`. The file reader, the
-/// unknown-key check, the command-line flags, validation and rendering all walk that table.
+/// read into `AppConfiguration`, checked, printed by `--check-config`, and when a change takes
+/// effect. The file reader, the unknown-key check, the command-line flags, validation,
+/// rendering and the reload (which keys changed, which wait for a restart) all walk that table.
 struct ConfigOption {
     /// The YAML key; dotted inside a section (`tcp.idle-timeout`).
     let key: String
@@ -14,6 +15,20 @@ struct ConfigOption {
     let render: (AppConfiguration, InterfaceTable) -> [String]
     /// Its problems, after the file and the flags are applied.
     let validate: (AppConfiguration, InterfaceTable) -> [ConfigError]
+    /// When a changed value takes effect.
+    let effect: Effect
+
+    enum Effect: Equatable {
+        /// At the reload (SIGHUP, `POST /reload`) that reads it.
+        case reload
+        /// Only when the daemon starts again; the reason says what holds the old value.
+        case restart(because: String)
+    }
+
+    /// For a restart-only key: copies its value from the first configuration (the one the
+    /// daemon started with) into the second (a reload's), so that nothing derived from it
+    /// (the DNS Push port advertised, say) changes before the restart.
+    let keep: (AppConfiguration, inout AppConfiguration) -> Void
 
     /// The section a dotted key belongs to (`tcp`), nil for a top-level key.
     var section: String? { key.firstIndex(of: ".").map { String(key[..<$0]) } }
@@ -24,12 +39,20 @@ struct ConfigOption {
         _ key: String,
         read: @escaping (inout ConfigReader, Any, String, inout AppConfiguration) -> Void,
         render: @escaping (AppConfiguration, InterfaceTable) -> [String],
-        validate: @escaping (AppConfiguration, InterfaceTable) -> [ConfigError] = { _, _ in [] }
+        validate: @escaping (AppConfiguration, InterfaceTable) -> [ConfigError] = { _, _ in [] },
+        effect: Effect = .reload, keep: @escaping (AppConfiguration, inout AppConfiguration) -> Void = { _, _ in }
     ) {
         self.key = key
         self.read = read
         self.render = render
         self.validate = validate
+        self.effect = effect
+        self.keep = keep
+    }
+
+    /// A restart-only option's `keep` for the field it is read into.
+    static func keeping<Value>(_ field: WritableKeyPath<AppConfiguration, Value>) -> (AppConfiguration, inout AppConfiguration) -> Void {
+        { started, reloaded in reloaded[keyPath: field] = started[keyPath: field] }
     }
 
     /// A check of one value: `ok`, or the reason it is wrong.
@@ -66,7 +89,8 @@ struct ConfigOption {
     /// printed as `key: value` with an optional trailing comment.
     static func scalar<Value: CustomStringConvertible>(
         _ key: String, _ field: WritableKeyPath<AppConfiguration, Value>, _ kind: Kind<Value>,
-        _ rules: [Rule<Value>] = [], comment: @escaping (AppConfiguration) -> String? = { _ in nil }
+        _ rules: [Rule<Value>] = [], comment: @escaping (AppConfiguration) -> String? = { _ in nil },
+        effect: Effect = .reload
     ) -> ConfigOption {
         ConfigOption(
             key,
@@ -82,13 +106,13 @@ struct ConfigOption {
                 return rules.filter { !$0.ok(value, config) }.map {
                     ConfigError(key: key, value: "\(value)", reason: $0.reason(config))
                 }
-            })
+            }, effect: effect, keep: keeping(field))
     }
 
     /// An optional text field, printed (quoted as given by `quote`) only when set.
     static func optionalText(
         _ key: String, _ field: WritableKeyPath<AppConfiguration, String?>, quote: Bool,
-        _ rules: [Rule<String>] = []
+        _ rules: [Rule<String>] = [], effect: Effect = .reload
     ) -> ConfigOption {
         ConfigOption(
             key,
@@ -104,7 +128,7 @@ struct ConfigOption {
                 return rules.filter { !$0.ok(value, config) }.map {
                     ConfigError(key: key, value: value, reason: $0.reason(config))
                 }
-            })
+            }, effect: effect, keep: keeping(field))
     }
 }
 

@@ -51,7 +51,7 @@ extension AppConfiguration {
                 render: { config, _ in ["listen:"] + config.listen.map { "  - \"\($0)\"" } },
                 validate: { config, _ in
                     config.listen.isEmpty ? [ConfigError(key: "listen", reason: "no listen address")] : []
-                }),
+                }, effect: .restart(because: "the DNS sockets are bound at start"), keep: ConfigOption.keeping(\.listen)),
             ConfigOption(
                 "links",
                 read: { reader, value, _, config in config.links = reader.links(value) },
@@ -103,7 +103,8 @@ extension AppConfiguration {
                             reason: "expected ADDR:PORT (e.g. 127.0.0.1:8053) or off"))
                     }
                 },
-                render: { config, _ in ["admin: \(config.admin.map { "\"\($0)\"" } ?? "off")"] }),
+                render: { config, _ in ["admin: \(config.admin.map { "\"\($0)\"" } ?? "off")"] },
+                effect: .restart(because: "the admin socket is bound at start"), keep: ConfigOption.keeping(\.admin)),
             ConfigOption(
                 "allow-clients",
                 read: { reader, value, key, config in config.allowClients = reader.prefixes(value, key: key) },
@@ -200,9 +201,14 @@ extension AppConfiguration {
                 validate: { config, _ in
                     guard let first = config.push.listen.first, first.port == 0 else { return [] }
                     return [ConfigError(key: "push.listen", value: "\(first)", reason: "port 0 cannot be advertised")]
-                }),
-            .optionalText("push.tls-cert", \.push.certificateFile, quote: true),
-            .optionalText("push.tls-key", \.push.privateKeyFile, quote: true),
+                }, effect: .restart(because: "the DNS Push sockets are bound at start"),
+                keep: ConfigOption.keeping(\.push.listen)),
+            .optionalText(
+                "push.tls-cert", \.push.certificateFile, quote: true,
+                effect: .restart(because: "the DNS Push listener loads its certificate at start")),
+            .optionalText(
+                "push.tls-key", \.push.privateKeyFile, quote: true,
+                effect: .restart(because: "the DNS Push listener loads its key at start")),
             ConfigOption(
                 "push.state-dir",
                 read: { reader, value, key, config in
@@ -215,7 +221,8 @@ extension AppConfiguration {
                     guard (push.certificateFile == nil) != (push.privateKeyFile == nil) else { return [] }
                     return [ConfigError(key: push.certificateFile == nil ? "push.tls-cert" : "push.tls-key",
                         reason: "give both push.tls-cert and push.tls-key, or neither for a self-signed certificate")]
-                }),
+                }, effect: .restart(because: "the DNS Push listener reads its self-signed certificate from it at start"),
+                keep: ConfigOption.keeping(\.push.stateDirectory)),
             .scalar("push.on-tcp", \.push.onTCP, .boolean),
             ConfigOption(
                 "push.addresses",
@@ -271,7 +278,8 @@ extension AppConfiguration {
                 "rate-limit.slip", \.rateLimit.slip, .integer,
                 [Rule({ $0 >= 0 && $0 <= 10 }, "must be between 0 (never) and 10")]),
             .optionalText(
-                "user", \.user, quote: false, [Rule({ UnprivilegedUser.lookup($0) != nil }, "no such user on this host")]),
+                "user", \.user, quote: false, [Rule({ UnprivilegedUser.lookup($0) != nil }, "no such user on this host")],
+                effect: .restart(because: "privileges are dropped once, after the sockets are bound")),
         ]
     }
 

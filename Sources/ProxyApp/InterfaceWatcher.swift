@@ -9,7 +9,8 @@ import Synchronization
 /// it is now, and reverse zones follow its subnets. The other links are untouched.
 struct InterfaceWatcher: Service {
     let reloader: Reloader
-    let interval: Duration
+    /// `interface-check-interval`, read each time the poll re-arms (a reload changes it).
+    let interval: IntervalSetting
     /// The proxy's timer thread: a change re-creates browses there, as its timers do.
     let scheduler: any ProxyScheduler
     let logger: Logger
@@ -77,7 +78,7 @@ struct InterfaceWatcher: Service {
 
         private func arm(_ state: inout State) {
             guard !state.stopped else { return }
-            state.timer = watcher.scheduler.schedule(after: watcher.interval) { [self] in
+            state.timer = watcher.scheduler.schedule(after: watcher.interval.value) { [self] in
                 tick()
                 self.state.withLock { arm(&$0) }
             }

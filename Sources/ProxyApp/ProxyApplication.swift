@@ -30,14 +30,18 @@ public struct ProxyApplication: Sendable {
     /// Where the executable's metrics go (it bootstrapped swift-metrics with this registry);
     /// the admin endpoint serves it at /metrics.
     public let registry: PrometheusCollectorRegistry
+    /// The level of every logger of the process (the executable bootstrapped logging with
+    /// `SwitchedLogHandler`s on it); a reload sets it.
+    public let logLevel: LogLevelSwitch
 
     public init(
         configuration: AppConfiguration, logger: Logger, registry: PrometheusCollectorRegistry,
-        reload: @escaping @Sendable () -> (AppConfiguration, [ConfigError])
+        logLevel: LogLevelSwitch, reload: @escaping @Sendable () -> (AppConfiguration, [ConfigError])
     ) {
         self.configuration = configuration
         self.logger = logger
         self.registry = registry
+        self.logLevel = logLevel
         self.reload = reload
     }
 
@@ -107,8 +111,8 @@ public struct ProxyApplication: Sendable {
         let serverConfiguration = configuration.serverConfiguration
         // Wrapped even with the limit off, when it passes every answer through: its counters
         // (`dns_rrl_responses_total`, on the dashboard) are then exported at zero.
-        let responder: any DNSResponder = RateLimitedResponder(
-            ProxyResponder(proxy: proxy), limiter: ResponseRateLimiter(configuration.rateLimit))
+        let rateLimiter = ResponseRateLimiter(configuration.rateLimit)
+        let responder: any DNSResponder = RateLimitedResponder(ProxyResponder(proxy: proxy), limiter: rateLimiter)
         if configuration.rateLimit.isEnabled {
             logger.info(
                 "UDP response rate limit on",
@@ -126,9 +130,10 @@ public struct ProxyApplication: Sendable {
             user: try configuration.user.map(Self.lookup),
             pendingBinds: 1 + (configuration.admin == nil ? 0 : 1) + (configuration.push.listen.isEmpty ? 0 : 1),
             logger: logger)
+        // DSO on the DNS port as `push.on-tcp` says (`DNSServerConfiguration.dsoSessions`).
         let server = DNSServer(
-            configuration: serverConfiguration, responder: configuration.push.onTCP ? sessions : responder,
-            logger: logger, onBound: { _ in privileges.bound() })
+            configuration: serverConfiguration, responder: sessions, logger: logger,
+            onBound: { _ in privileges.bound() })
 
         let publisher: AvahiPublisher
         do {
@@ -137,32 +142,24 @@ public struct ProxyApplication: Sendable {
             throw StartupError("cannot start the avahi client: \(error)")
         }
         defer { publisher.shutdown() }  // withdraws the browse domains (mDNS goodbyes)
-        let logger = self.logger
-        let advertise: @Sendable (AppConfiguration, InterfaceTable) -> Void = { configuration, interfaces in
-            let advertisement = BrowseDomainAdvertisement(configuration: configuration, interfaces: interfaces)
-            for (interface, zones) in advertisement.zones.sorted(by: { $0.key < $1.key }) {
-                logger.info(
-                    "advertising browse domains over mDNS",
-                    metadata: ["mdns.interface": "\(interface)", "link.zones": "\(zones.map(\.description).joined(separator: ","))"])
-            }
-            publisher.publish(advertisement.groups)
-        }
-        advertise(configuration, interfaces)
+        let browseDomains = BrowseDomainAnnouncer(publisher: publisher, logger: logger)
+        browseDomains.apply(configuration, interfaces: interfaces)
         let gateway = try makeGateway(proxy: proxy, scheduler: timers.gateway, snooper: snooper)
         defer { gateway.shutdown() }
-        let reloader = Reloader(
-            load: reload, proxy: proxy, running: configuration, logger: logger, onApply: advertise)
+        let pushListener = try makePushListener(
+            responder: sessions, serverName: proxyConfiguration.serverName, onBound: { privileges.bound() })
+        let parts = RunningParts(
+            proxy: proxy, server: server, pushListener: pushListener, push: push, rateLimiter: rateLimiter,
+            avahi: backend, logLevel: logLevel,
+            interfaceCheck: IntervalSetting(.configured(seconds: configuration.interfaceCheckSeconds)),
+            browseDomains: browseDomains)
+        let reloader = Reloader(load: reload, parts: parts, started: configuration, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: server), .init(service: ReloadOnHangup(reloader: reloader)),
             .init(service: InterfaceWatcher(
-                reloader: reloader, interval: .configured(seconds: configuration.interfaceCheckSeconds),
-                scheduler: timers.proxy, logger: logger)),
+                reloader: reloader, interval: parts.interfaceCheck, scheduler: timers.proxy, logger: logger)),
         ]
-        if let tls = try makePushListener(
-            responder: sessions, serverName: proxyConfiguration.serverName, onBound: { privileges.bound() })
-        {
-            services.append(.init(service: tls))
-        }
+        if let pushListener { services.append(.init(service: pushListener)) }
         if let admin = configuration.admin {
             let source = AdminSource(
                 proxy: proxy, server: server, backend: backend, reloader: reloader, gateway: gateway.gateway,

@@ -143,12 +143,9 @@ struct DiscoveryProxyCommand: ParsableCommand {
             return
         }
         for warning in warnings { printError("discovery-proxy: warning: \(warning)") }
-        let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        // One level for every logger, which a reload changes (`log-level`).
+        let level = LogLevelSwitch(Logger.Level(rawValue: configuration.logLevel) ?? .info)
+        LoggingSystem.bootstrap { label in SwitchedLogHandler(StreamLogHandler.standardError(label: label), level: level) }
         do {
             // Metrics go to one Prometheus registry, served by the admin endpoint.
             let registry = PrometheusCollectorRegistry()
@@ -156,7 +153,7 @@ struct DiscoveryProxyCommand: ParsableCommand {
             let command = self
             try await ProxyApplication(
                 configuration: configuration, logger: Logger(label: "discovery-proxy"), registry: registry,
-                reload: { command.effectiveConfiguration() }
+                logLevel: level, reload: { command.effectiveConfiguration() }
             ).run()
         } catch let failure as StartupError {
             printError("discovery-proxy: error: \(failure)")

@@ -9,7 +9,7 @@ import Synchronization
 final class FakeStatusSource: AdminStatusSource {
     private let state: Mutex<(status: AdminStatus, reload: ReloadResult, reloads: Int)>
 
-    init(_ status: AdminStatus = .sample(), reload: ReloadResult = .ok) {
+    init(_ status: AdminStatus = .sample(), reload: ReloadResult = .applied(waitingForRestart: [])) {
         self.state = Mutex((status, reload, 0))
     }
 

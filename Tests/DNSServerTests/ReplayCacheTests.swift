@@ -101,7 +101,7 @@ import Testing
         let channel = EmbeddedChannel(loop: loop)
         let permission = Permission()
         let responder = ReplayingResponder(replay: permission.replay)
-        let caches = ReplayCaches(group: loop)
+        let caches = ReplayCaches(group: loop, on: true)
         try channel.pipeline.syncOperations.addHandler(
             UDPDNSHandler(
                 responder: responder, counters: DNSServerCounters(), drain: UDPDrainState(), maxDatagramSize: 4096,
@@ -117,6 +117,22 @@ import Testing
         #expect(responder.calls.load(ordering: .relaxed) == 1)
         loop.advanceTime(by: .seconds(1))
         #expect(permission.reported.load(ordering: .relaxed) == 2, "the sweep reports replays")
+
+        // A reload turns replay off (`replay-answers: false`): every query reaches the
+        // responder, and on again, the first one does.
+        caches.isOn.set(false)
+        for id: UInt8 in 4...5 {
+            try channel.writeInbound(AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: [0, id] + query[2...])))
+            _ = try channel.readOutbound(as: AddressedEnvelope<ByteBuffer>.self)
+        }
+        #expect(responder.calls.load(ordering: .relaxed) == 3)
+        loop.advanceTime(by: .seconds(1))  // the sweep empties the table
+        caches.isOn.set(true)
+        for id: UInt8 in 6...7 {
+            try channel.writeInbound(AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: [0, id] + query[2...])))
+            _ = try channel.readOutbound(as: AddressedEnvelope<ByteBuffer>.self)
+        }
+        #expect(responder.calls.load(ordering: .relaxed) == 4)
         caches.stop()
     }
 }

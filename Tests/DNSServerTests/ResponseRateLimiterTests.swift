@@ -28,6 +28,25 @@ struct ResponseRateLimiterTests {
         #expect(limiter.decide(client: [192, 0, 2, 1], now: .seconds(1)) == .send, "refilled at 5/s")
     }
 
+    @Test("a reload's limit applies at once: on, stricter, off")
+    func appliedLive() {
+        let limiter = ResponseRateLimiter(ResponseRateLimit())
+        #expect(limiter.decide(client: [192, 0, 2, 1], now: .zero) == .send)
+        var limit = ResponseRateLimit()
+        limit.responsesPerSecond = 2
+        limit.slip = 0
+        limiter.apply(limit)
+        #expect(limiter.isEnabled)
+        let decisions = (0..<4).map { _ in limiter.decide(client: [192, 0, 2, 1], now: .zero) }
+        #expect(decisions == [.send, .send, .drop, .drop])
+        limit.ipv4PrefixLength = 32
+        limiter.apply(limit)
+        #expect(limiter.decide(client: [192, 0, 2, 2], now: .zero) == .send, "a /32 of its own: new buckets")
+        limiter.apply(ResponseRateLimit())
+        #expect(!limiter.isEnabled && limiter.trackedPrefixes == 0)
+        #expect((0..<10).allSatisfy { _ in limiter.decide(client: [192, 0, 2, 1], now: .zero) == .send })
+    }
+
     @Test("IPv6 clients are grouped by /56")
     func ipv6Prefix() {
         let limiter = limiter(rate: 1, slip: 0)

@@ -107,6 +107,26 @@ import Testing
         #expect(next.isOpen)
     }
 
+    /// A reload's new limits decide the connections admitted from then on; the ones open stay.
+    @Test func newLimitsAdmitTheNextConnections() throws {
+        let counters = DNSServerCounters()
+        let registry = TCPConnectionRegistry(maxTotal: 100, maxPerClient: 3)
+        func connect() throws -> TCPHarness {
+            try TCPHarness(counters: counters, registry: registry, remote: SocketAddress(ipAddress: "192.0.2.1", port: 1))
+        }
+        let first = try (0..<3).map { _ in try connect() }
+        #expect(first.allSatisfy { $0.isOpen })
+        registry.apply(.init(total: 100, perClient: 1))
+        let refused = try connect()
+        #expect(!refused.isOpen, "over the new per-client limit")
+        #expect(first.allSatisfy { $0.isOpen }, "open connections are not closed by a lower limit")
+        registry.apply(.init(total: 100, perClient: 8))
+        let admitted = try connect()
+        #expect(admitted.isOpen, "a raised limit admits the next one")
+        #expect(registry.limits == .init(total: 100, perClient: 8))
+        (first + [refused, admitted]).forEach { $0.finish() }
+    }
+
     @Test func perSubnetLimitDefaultsToFourClients() {
         var config = DNSServerConfiguration()
         config.maxTCPConnectionsPerClient = 10

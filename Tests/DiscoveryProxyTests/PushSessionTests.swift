@@ -216,5 +216,16 @@ struct PushSessionTests {
         #expect(t.messages.last?.tlvs.first?.type == DSOTLV.retryDelayType)
         #expect(t.closed == nil && t.grace == .seconds(5))
         #expect(service.sessionCount == 1)
+
+        // A reload raises the limit: the next session is admitted, and a session's
+        // keepalive answer carries the new inactivity timeout.
+        configuration.maxSessions = 2
+        configuration.inactivityTimeout = .seconds(40)
+        service.apply(configuration)
+        let (third, t3) = open(h, service)
+        third.receive(DSOMessage(id: 1, tlvs: [.keepalive(inactivityMilliseconds: 0, keepaliveMilliseconds: 0)]).encode())
+        #expect(t3.messages.last?.rcode == .noError)
+        #expect(t3.messages.last?.tlvs.first == .keepalive(inactivityMilliseconds: 40_000, keepaliveMilliseconds: 3_600_000))
+        #expect(service.sessionCount == 2)
     }
 }

@@ -46,6 +46,42 @@ struct ConfigurationTests {
         #expect(config.validate(interfaces: interfaces).isEmpty)
     }
 
+    @Test("the example file shows every key of the table and names the restart-only ones")
+    func exampleFileFollowsTheTable() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../config/discovery-proxy.yaml").path
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        // A top-level key starts its line (or follows "# ": commented out); a section's key is
+        // indented two under the section's line (or commented out there: "  # name:").
+        var section: String?
+        var shown = Set<String>()
+        for line in lines {
+            let indented = line.hasPrefix("  ")
+            var body = Substring(line).drop { $0 == " " }
+            if body.hasPrefix("# ") { body = body.dropFirst(2) }
+            guard let colon = body.firstIndex(of: ":"), !body.hasPrefix(" ") else { continue }
+            let name = body[..<colon]
+            guard !name.isEmpty, name.allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "-" }) else { continue }
+            if !indented {
+                section = String(name)
+                shown.insert(String(name))
+            } else if let section {
+                shown.insert(section + "." + name)
+            }
+        }
+        let keys = AppConfiguration.options.map(\.key)
+        #expect(keys.filter { !shown.contains($0) } == [], "keys of the table the example file does not show")
+        // The header's sentence lists exactly the restart-only keys.
+        let header = lines.prefix { $0.hasPrefix("#") }.map { $0.dropFirst(2) }.joined(separator: " ")
+        let listed = try #require(header.range(of: "restart only: ").map { header[$0.upperBound...] })
+        // Keys hold dots; the sentence ends at a dot before a space, or the header's end.
+        let sentence = listed[..<(listed.range(of: ". ")?.lowerBound ?? listed.endIndex)]
+        let names = sentence.split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " .")) }
+        let restart = AppConfiguration.options.filter { $0.effect != .reload }.map(\.key)
+        #expect(Set(names) == Set(restart) && names.count == restart.count, "\(names)")
+    }
+
     @Test("a full file maps onto the proxy configuration, subnets detected without link-local")
     func fullFile() throws {
         let (config, readErrors) = AppConfiguration.parse(yaml: """

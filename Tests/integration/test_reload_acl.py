@@ -357,3 +357,100 @@ def test_sighup_renames_zone(lab, start):
     assert srv is not None and srv[0].target.is_subdomain(zone_b), r
     zones = sorted(lk["zone"] for lk in api()["links"])
     assert zones == sorted([L.ZONE1, "lab2b.example."]), zones
+
+
+def _tcp_connections(n):
+    """n TCP connections to the proxy from the router namespace, each with one SOA query
+    sent; returns the sockets."""
+    socks = []
+    with L.netns(L.NS_R):
+        for _ in range(n):
+            s = socket.create_connection(("127.0.0.1", PORT), timeout=3)
+            wire = make_query(L.ZONE1, T.SOA).to_wire()
+            s.sendall(len(wire).to_bytes(2, "big") + wire)
+            socks.append(s)
+    return socks
+
+
+def _answered(s):
+    """Whether a connection got an answer (rather than being closed by the server)."""
+    try:
+        head = s.recv(2)
+    except (ConnectionResetError, socket.timeout):
+        return False
+    return len(head) == 2
+
+
+def _udp_answers(count, timeout=0.5):
+    """Sends `count` SOA queries at once over UDP from one socket; returns how many were
+    answered (truncated slips count too)."""
+    got = 0
+    with L.netns(L.NS_R):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.settimeout(timeout)
+        for i in range(count):
+            m = make_query(L.ZONE1, T.SOA)
+            m.id = i + 1
+            s.sendto(m.to_wire(), ("127.0.0.1", PORT))
+        while True:
+            try:
+                s.recvfrom(4096)
+                got += 1
+            except socket.timeout:
+                return got
+    finally:
+        s.close()
+
+
+def test_reload_applies_live_settings(lab, start):
+    """Issue 43: a reload applies what it is told, live, and names what waits for a restart.
+    SIGHUP with `tcp.max-connections-per-client: 2`, a UDP rate limit and `log-level: debug`:
+    a third TCP connection from the same client is closed unanswered, a burst of 20 UDP
+    queries gets no more than the limit lets out, debug lines appear. `push.listen` in the
+    same file is not applied: the reload logs it as waiting for a restart, POST /reload says
+    so in its response, and no DNS Push service is advertised for a port nobody listens on.
+    Reloading the first file again lifts every limit."""
+    base = "links:\n" + LINK1 + "server-name: %s\nlog-level: info\n" % L.SERVER_NAME
+    p = start(base)
+    push_srv = name("_dns-push-tls", "_tcp")
+    before_push, _ = q(push_srv, T.SRV, tcp=True)  # TCP: the rate limit below is UDP only
+    socks = _tcp_connections(3)
+    assert all(_answered(s) for s in socks), "3 connections answered before the reload"
+    for s in socks:
+        s.close()
+    assert _udp_answers(20) == 20, "no rate limit before the reload"
+
+    limited = base.replace("log-level: info\n", "log-level: debug\n") + (
+        "tcp:\n  max-connections-per-client: 2\n"
+        "rate-limit:\n  responses-per-second: 1\n  burst: 2\n  slip: 0\n"
+        "push:\n  listen: [\"127.0.0.1:8999\"]\n")
+    debug_before = p.log().count(" debug ")
+    p.hup(limited)
+    log = p.log()
+    assert "reload: push.listen changed; it takes effect on restart only (the DNS Push sockets are bound at start)" in log, log[-2000:]
+    socks = _tcp_connections(3)
+    answered = [_answered(s) for s in socks]
+    for s in socks:
+        s.close()
+    assert answered == [True, True, False], "tcp.max-connections-per-client: 2 after the reload: %s" % answered
+    got = _udp_answers(20)
+    assert 1 <= got <= 4, "rate-limit 1/s, burst 2 after the reload: %d of 20 answered" % got
+    assert p.log().count(" debug ") > debug_before, "log-level: debug after the reload"
+    after_push, _ = q(push_srv, T.SRV, tcp=True)
+    assert after_push.rcode() == before_push.rcode() and after_push.answer == before_push.answer, \
+        "push.listen waits for a restart: nothing new advertised\n%s\n%s" % (before_push, after_push)
+
+    status, body = admin_http("POST", "/reload")
+    assert status == 200 and body == (
+        "reloaded\npush.listen: changed, takes effect on restart only (the DNS Push sockets are bound at start)\n"), (status, body)
+
+    p.hup(base)
+    time.sleep(1.5)  # the rate limit's bucket is gone with it; this only lets UDP settle
+    socks = _tcp_connections(3)
+    assert all(_answered(s) for s in socks), "the connection limit is lifted by the next reload"
+    for s in socks:
+        s.close()
+    assert _udp_answers(20) == 20, "the rate limit is lifted by the next reload"
+    status, body = admin_http("POST", "/reload")
+    assert (status, body) == (200, "reloaded\n"), (status, body)

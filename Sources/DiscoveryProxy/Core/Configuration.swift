@@ -105,7 +105,7 @@ public struct ServiceFilter: Hashable, Sendable {
 }
 
 /// Everything the pure proxy logic needs to know. Defaults follow RFC 8766 and the checklist.
-public struct ProxyConfiguration: Sendable {
+public struct ProxyConfiguration: Sendable, Equatable {
     public var links: [Link]
     /// The proxy's own host name: NS RDATA and SOA MNAME (RFC 8766 §6.1, §6.2). Must not lie
     /// inside any link zone (§6.2).

@@ -42,7 +42,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     let publishesRecords = Atomic<Bool>(false)
 
     public var catalog: Catalog { current.withLock { $0.catalog } }
-    var configuration: ProxyConfiguration { catalog.configuration }
+    public var configuration: ProxyConfiguration { catalog.configuration }
 
     struct State: ~Copyable {
         var table: BrowseTable

@@ -5,7 +5,11 @@ import Synchronization
 /// DSO, enforces the session limit, keeps the metrics, and ends every session at shutdown.
 public final class PushService: Sendable {
     let proxy: DiscoveryProxy
-    public let configuration: PushConfiguration
+    /// The settings in force; a reload changes them (`apply`). Sessions read them as they go:
+    /// the session limit and subscriptions per session hold for what comes next (sessions and
+    /// subscriptions already open stay), timeouts from the next message or keepalive on.
+    public var configuration: PushConfiguration { live.withLock { $0 } }
+    private let live: Mutex<PushConfiguration>
     let metrics = PushMetrics()
     private let logger: Logger
     private let sessions = Mutex<(next: Int, live: [Int: PushSession], shutDown: Bool)>((0, [:], false))
@@ -21,9 +25,14 @@ public final class PushService: Sendable {
 
     public init(proxy: DiscoveryProxy, configuration: PushConfiguration = PushConfiguration(), logger: Logger) {
         self.proxy = proxy
-        self.configuration = configuration
+        self.live = Mutex(configuration)
         self.logger = logger
         proxy.onReconfigure { [weak self] catalog in self?.review(catalog) }
+    }
+
+    /// A reload's session settings.
+    public func apply(_ configuration: PushConfiguration) {
+        live.withLock { $0 = configuration }
     }
 
     /// A reload: every session checks its client and subscriptions against the new catalog.

@@ -60,8 +60,10 @@ import Musl
 /// Keep the backend alive (and call `shutdown()`) from outside its handlers.
 public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     let logger: Logger
-    let clientObjectLimit: Int
-    let totalObjectBudget: Int
+    /// The object limits in force (`apply`): a new connection takes the per-client limit,
+    /// every new query is held to the budget.
+    public var limits: AvahiObjectLimits { published.withLock { $0.limits } }
+    var clientObjectLimit: Int { limits.perClient }
     let poll: OpaquePointer  // AvahiThreadedPoll*, freed in deinit
     let pollAPI: UnsafePointer<AvahiPoll>
     /// The poll that client connections are made with: the threaded poll, noting each
@@ -70,7 +72,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     /// `pthread_t` of the poll thread, 0 until its first callback.
     let pollThread = Atomic<UInt>(0)
     /// Admission and the figures read from anywhere; no avahi call is made under it.
-    let published = Mutex(Published())
+    let published: Mutex<Published>
     /// Makes every call that waits for avahi-daemon or D-Bus (`AvahiWorker`).
     private(set) var worker: AvahiWorker!
 
@@ -92,6 +94,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     var bootstrapTimer: OpaquePointer?
 
     struct Published {
+        var limits: AvahiObjectLimits
         var connections: MDNSBackendState = .connecting
         var clients = 0
         var liveQueries = 0
@@ -122,6 +125,13 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     /// New queries waiting for the worker, at most.
     public static let defaultRequestQueueLimit = 4096
 
+    /// A reload's limits. Connections already open keep the per-client limit they were made
+    /// with; queries over a lower budget stay until they end.
+    public func apply(_ limits: AvahiObjectLimits) {
+        precondition(limits.perClient > 0 && limits.total > 0, "AvahiBackend limits must be positive")
+        published.withLock { $0.limits = limits }
+    }
+
     /// Starts the poll and worker threads and connects to avahi-daemon in the background. Does
     /// not fail when the daemon (or D-Bus) is not there yet; `state` is `.connecting` (`.failed`
     /// without D-Bus) until it is.
@@ -143,8 +153,7 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
             throw .daemon("cannot create the avahi threaded poll")
         }
         self.logger = logger
-        self.clientObjectLimit = clientObjectLimit
-        self.totalObjectBudget = totalObjectBudget
+        self.published = Mutex(Published(limits: AvahiObjectLimits(perClient: clientObjectLimit, total: totalObjectBudget)))
         self.poll = poll
         self.pollAPI = avahi_threaded_poll_get(poll)
         self.recordingPoll = .allocate(capacity: 1)
@@ -225,8 +234,8 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
         }
         let id = try self.published.withLock { state throws(MDNSError) -> UInt32 in
             guard !state.isShutDown else { throw .daemon("the mDNS backend is shut down") }
-            guard state.liveQueries < self.totalObjectBudget else {
-                throw .budgetExhausted(limit: self.totalObjectBudget)
+            guard state.liveQueries < state.limits.total else {
+                throw .budgetExhausted(limit: state.limits.total)
             }
             state.liveQueries += 1
             state.nextQueryID &+= 1
@@ -423,5 +432,17 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
 
     static func errorText(_ code: Int32) -> String {
         String(cString: avahi_strerror(code))
+    }
+}
+
+/// How many avahi objects (record browsers) the backend holds: per client connection (keep
+/// below the daemon's `objects-per-client-max`) and over all of them.
+public struct AvahiObjectLimits: Sendable, Equatable {
+    public var perClient: Int
+    public var total: Int
+
+    public init(perClient: Int, total: Int) {
+        self.perClient = perClient
+        self.total = total
     }
 }

@@ -1,0 +1,109 @@
+import DNSServer
+import DNSWire
+import DiscoveryProxy
+import Logging
+import MDNS
+import Synchronization
+
+/// The parts of the running daemon a configuration is put into: each is built from it at
+/// start and given every reload's (`apply`), and `settings` reads back what each holds, so a
+/// test can see that no option is read and then dropped (`ReloadMatrixTests`).
+struct RunningParts: Sendable {
+    let proxy: DiscoveryProxy
+    let server: DNSServer
+    /// The DNS Push TLS listener, when `push.listen` is set.
+    let pushListener: TLSDNSServer?
+    let push: PushService
+    let rateLimiter: ResponseRateLimiter
+    let avahi: any AvahiLimited
+    let logLevel: LogLevelSwitch
+    /// `interface-check-interval`, read by `InterfaceWatcher` each time it re-arms.
+    let interfaceCheck: IntervalSetting
+    /// The browse-domain advertisement (mDNS), re-planned for each configuration.
+    let browseDomains: BrowseDomainAnnouncer
+
+    /// Puts `configuration` in force; `refreshing` names links whose browses are re-created
+    /// (their interface changed).
+    func apply(_ configuration: AppConfiguration, interfaces: InterfaceTable, refreshing: Set<String> = []) {
+        let expected = Settings(configuration, interfaces: interfaces, pushListener: pushListener?.current)
+        logLevel.set(expected.logLevel)
+        server.apply(expected.server)
+        if let listener = expected.pushListener { pushListener?.apply(listener) }
+        push.apply(expected.push)
+        rateLimiter.apply(expected.rateLimit)
+        avahi.apply(expected.avahi)
+        interfaceCheck.set(expected.interfaceCheck)
+        // After the limiter: the proxy's reconfigure makes every stored replay stale, so no
+        // answer stored before a new rate limit is replayed past it.
+        proxy.reconfigure(expected.proxy, refreshing: refreshing)
+        browseDomains.apply(configuration, interfaces: interfaces)
+    }
+
+    /// What the parts hold now.
+    var settings: Settings {
+        Settings(
+            proxy: proxy.configuration, server: server.current, pushListener: pushListener?.current,
+            push: push.configuration, rateLimit: rateLimiter.limit, avahi: avahi.limits, logLevel: logLevel.level,
+            interfaceCheck: interfaceCheck.value, browseDomains: browseDomains.zones)
+    }
+
+    /// Every part's settings, as held or as a configuration gives them.
+    struct Settings: Equatable {
+        var proxy: ProxyConfiguration
+        var server: DNSServerConfiguration
+        var pushListener: TLSDNSServer.Configuration?
+        var push: PushConfiguration
+        var rateLimit: ResponseRateLimit
+        var avahi: AvahiObjectLimits
+        var logLevel: Logger.Level
+        var interfaceCheck: Duration
+        var browseDomains: [String: [DNSName]]
+
+        init(
+            proxy: ProxyConfiguration, server: DNSServerConfiguration, pushListener: TLSDNSServer.Configuration?,
+            push: PushConfiguration, rateLimit: ResponseRateLimit, avahi: AvahiObjectLimits, logLevel: Logger.Level,
+            interfaceCheck: Duration, browseDomains: [String: [DNSName]]
+        ) {
+            self.proxy = proxy
+            self.server = server
+            self.pushListener = pushListener
+            self.push = push
+            self.rateLimit = rateLimit
+            self.avahi = avahi
+            self.logLevel = logLevel
+            self.interfaceCheck = interfaceCheck
+            self.browseDomains = browseDomains
+        }
+
+        /// What `configuration` gives each part; the TLS listener keeps the files of `pushListener`.
+        init(_ configuration: AppConfiguration, interfaces: InterfaceTable, pushListener: TLSDNSServer.Configuration?) {
+            self.init(
+                proxy: configuration.proxyConfiguration(interfaces: interfaces),
+                server: configuration.serverConfiguration,
+                pushListener: pushListener.map {
+                    configuration.pushListenerConfiguration(
+                        certificateFile: $0.certificateFile, privateKeyFile: $0.privateKeyFile)
+                },
+                push: configuration.pushConfiguration, rateLimit: configuration.rateLimit,
+                avahi: configuration.avahiLimits, logLevel: configuration.level,
+                interfaceCheck: .configured(seconds: configuration.interfaceCheckSeconds),
+                browseDomains: BrowseDomainAdvertisement(configuration: configuration, interfaces: interfaces).zones)
+        }
+    }
+}
+
+/// The avahi backend's object limits, as a reload sees them (faked in tests).
+protocol AvahiLimited: Sendable {
+    var limits: AvahiObjectLimits { get }
+    func apply(_ limits: AvahiObjectLimits)
+}
+
+extension AvahiBackend: AvahiLimited {}
+
+/// A duration a reload may change.
+final class IntervalSetting: Sendable {
+    private let interval: Mutex<Duration>
+    init(_ interval: Duration) { self.interval = Mutex(interval) }
+    var value: Duration { interval.withLock { $0 } }
+    func set(_ value: Duration) { interval.withLock { $0 = value } }
+}
