@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import http.client
 import json
 import os
 import random
@@ -397,6 +398,34 @@ async def send(lab, args, rng, truth, stats, rss, rss_parts, t_start, t_end):
     return sent, skipped, lab.proxy.poll() is not None
 
 
+def counter_balance(settle=10.0):
+    """The written invariant between the counters (docs/METRICS.md, "Invariants"), read from
+    /api/services once the load has stopped: every DNS message the listeners handed on was
+    taken by the proxy (no DNS Push here), and every query the proxy took was answered,
+    dropped or is in flight. Waits up to `settle` seconds for the last misses to be answered
+    and the replays to be reported (once a second)."""
+    t_end = time.monotonic() + settle
+    while True:
+        conn = http.client.HTTPConnection(L.PROXY_ADDR, L.PROXY_PORT + 3000, timeout=5)
+        with L.netns(L.NS_R):
+            conn.connect()
+        try:
+            conn.request("GET", "/api/services")
+            status = json.loads(conn.getresponse().read())
+        finally:
+            conn.close()
+        proxy = status["proxy"]
+        figures = {
+            "received": status["udpQueriesReceived"] + status["tcpQueriesReceived"], "queries": proxy["queries"],
+            "answered": proxy["answered"], "dropped": proxy["dropped"], "in_flight": proxy["inFlight"]}
+        figures["balanced"] = (figures["received"] == figures["queries"]
+                               == figures["answered"] + figures["dropped"] + figures["in_flight"]
+                               and figures["in_flight"] == 0)
+        if figures["balanced"] or time.monotonic() > t_end:
+            return figures
+        time.sleep(0.5)
+
+
 def rss_slope(samples):
     """Least-squares slope of (seconds, KiB) samples, in KiB per minute; None with < 3 samples."""
     if len(samples) < 3:
@@ -465,10 +494,12 @@ def run(lab, args, duration, warmup):
         sent, skipped, crashed = asyncio.run(send(lab, args, rng, truth, stats, rss, rss_parts, t_start, t_end))
     stop.set()
     churner.join(30)
+    balance = None
     if lab.proxy.poll() is not None:
         crashed = True
     else:
         sample_rss(pid, round(time.monotonic() - t_start, 1), rss, rss_parts)
+        balance = counter_balance()
     counted = [kib for t, kib in rss if t >= warmup] or [kib for _t, kib in rss]
     rss_start, rss_end = counted[0], counted[-1]
     growth = 100.0 * (rss_end - rss_start) / rss_start if rss_start else 0.0
@@ -488,7 +519,7 @@ def run(lab, args, duration, warmup):
         "rss_samples": rss, "wrong_samples": stats.wrong_samples,
         "rss_anon_slope_kib_per_min": None if anon_slope is None else round(anon_slope, 3),
         "rss_file_slope_kib_per_min": None if file_slope is None else round(file_slope, 3),
-        "rss_parts_samples": rss_parts,
+        "rss_parts_samples": rss_parts, "counter_balance": balance,
     }
     if args.report:
         with open(args.report, "w") as f:
@@ -515,6 +546,11 @@ def run(lab, args, duration, warmup):
         failures.append("no answer was checked")
     if sent and 100.0 * stats.errors / sent > args.max_error_pct:
         failures.append("%d errors in %d queries (over %.1f%%)" % (stats.errors, sent, args.max_error_pct))
+    if balance is not None and not balance["balanced"]:
+        failures.append("the counters do not balance: %s" % balance)
+    elif balance is not None:
+        print("soak: counters balance: %(received)d received = %(queries)d taken = %(answered)d answered "
+              "+ %(dropped)d dropped + %(in_flight)d in flight" % balance)
     if args.max_rss_growth > 0 and growth > args.max_rss_growth:
         failures.append("RSS grew %.2f%% (limit %.1f%%)" % (growth, args.max_rss_growth))
     if args.max_rss_slope is not None and slope is not None and abs(slope) > args.max_rss_slope:

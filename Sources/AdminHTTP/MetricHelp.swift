@@ -9,6 +9,7 @@ public enum MetricHelp {
         "dns_answer_duration_seconds":
             "Time from query to answer, by cache outcome (hit, miss, optimistic, immediate, error).",
         "dns_answers_replayed_total": "Answers replayed by the front end without asking the proxy core, by transport.",
+        "dns_queries_dropped_total": "Queries not answered at all: responses, or messages without a DNS header.",
         "dns_refused_queries_total": "Queries answered REFUSED: outside every zone, or from a client the ACL refuses.",
         "dns_acl_refused_total": "Queries refused by the client ACL (allow-clients).",
         "dns_link_refused_total": "Queries refused because the client may not see that link (links[].clients), by link.",

@@ -205,5 +205,11 @@ struct MalformedCorpusTests {
             let good = try #require(h.ask("lab1.example.", .soa, id: 0x5150).message, "after \(item.name)")
             #expect(good.rcode == .noError && good.answers.count == 1, "after \(item.name)")
         }
+        // The counters' invariant (`ProxyStats.isBalanced`): each query answered once, or dropped.
+        let stats = h.proxy.stats
+        #expect(stats.isBalanced && stats.inFlight == 0, "\(stats)")
+        #expect(stats.queries == 2 * Self.cases.count)
+        let dropped = Self.cases.filter { if case .dropped = $0.outcome { true } else { false } }.count
+        #expect(stats.dropped == dropped)
     }
 }

@@ -65,4 +65,33 @@ struct ProxyMetricsTests {
         #expect(try value(metrics, "dns_queries_total", [("transport", "tcp"), ("qtype", "SOA"), ("rcode", "NOERROR")]) == 1)
         #expect(try metrics.expectTimer("dns_answer_duration_seconds", [("cache", "immediate")]).values.count == 2)
     }
+
+    /// Issue 43: SERVFAILs sent for waiting queries on a reload that drops their link and at
+    /// shutdown were not counted in the status page's SERVFAILs; now both read
+    /// `dns_queries_total`, and every query taken is answered, dropped or in flight.
+    @Test("SERVFAILs at reload and shutdown count once; queries in = answers out + dropped + in flight")
+    func servFailsAtReloadAndShutdown() throws {
+        let metrics = TestMetrics()
+        let h = Harness(metrics: metrics)
+        let waiting = h.ask("_ipp._tcp.lab2.example.", .ptr)  // a miss: waits for mDNS on eth2
+        _ = h.send([0, 9, 0x80, 0, 0, 1, 0, 0, 0, 0, 0, 0])  // a response: dropped
+        var stats = h.proxy.stats
+        #expect(!waiting.isAnswered && stats.inFlight == 1 && stats.dropped == 1 && stats.isBalanced, "\(stats)")
+
+        // A reload without lab2: its waiting query gets SERVFAIL.
+        var config = h.proxy.configuration
+        config.links.removeAll { $0.interface == "eth2" }
+        h.proxy.reconfigure(config)
+        #expect(waiting.message?.rcode == .servFail)
+        let atShutdown = h.ask("_http._tcp.lab1.example.", .ptr)
+        h.proxy.shutdown()
+        #expect(atShutdown.message?.rcode == .servFail)
+
+        stats = h.proxy.stats
+        let exported = metrics.counters.filter {
+            $0.label == "dns_queries_total" && $0.dimensions.contains { $0 == ("rcode", "SERVFAIL") }
+        }.reduce(0) { $0 + Int($1.totalValue) }
+        #expect(stats.servFail == 2 && exported == 2, "\(stats)")
+        #expect(stats.isBalanced && stats.inFlight == 0 && stats.queries == 3 && stats.answered == 2, "\(stats)")
+    }
 }

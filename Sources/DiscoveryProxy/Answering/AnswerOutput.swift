@@ -10,6 +10,8 @@ import Synchronization
 final class AnswerOutput: Sendable {
     let metrics: ProxyMetrics
     private let memo = Mutex(AnswerMemo())
+    /// Client queries taken (`began`) and not yet answered (`send`).
+    private let unanswered = Atomic<Int>(0)
     private let scheduler: any ProxyScheduler
     private let logger: Logger
 
@@ -18,6 +20,12 @@ final class AnswerOutput: Sendable {
         self.scheduler = scheduler
         self.logger = logger
     }
+
+    /// A client query is taken: it is answered through `send` once.
+    func began() { unanswered.add(1, ordering: .relaxed) }
+
+    /// Client queries taken and not yet answered: waiting for mDNS, or being answered.
+    var inFlight: Int { unanswered.load(ordering: .relaxed) }
 
     /// A hit another query with the same bytes has already encoded in `epoch`, with `id`.
     func memoized(_ key: AnswerMemo.Key, id: UInt16, epoch: UInt64) -> AnswerMemo.Answer? {
@@ -68,7 +76,9 @@ final class AnswerOutput: Sendable {
         let ticket = replay.map { kind in
             ReplayTicket(epoch: context.epoch, lifetime: context.replayLifetime, kind: kind, counters: counters)
         }
-        respond(ProxyReply(bytes: bytes, replay: ticket))
+        // Counted before the front end has it, so that a reader who saw the answer sees it counted.
         metrics.answered(counters, cache: cache.rawValue, seconds: scheduler.now() - context.started)
+        unanswered.subtract(1, ordering: .relaxed)
+        respond(ProxyReply(bytes: bytes, replay: ticket))
     }
 }

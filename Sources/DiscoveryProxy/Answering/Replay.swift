@@ -1,3 +1,4 @@
+import EventCounting
 import Metrics
 
 /// Replayable answers: the fast path of a cache hit.
@@ -59,7 +60,7 @@ extension DiscoveryProxy {
     public func replayed(_ ticket: ReplayTicket, count: Int) {
         guard count > 0 else { return }
         countReplays(ticket.kind, count)
-        ticket.counters.queries.increment(by: Int64(count))
+        ticket.counters.queries.increment(by: count)
         ticket.counters.replayed.increment(by: Int64(count))
     }
 }

@@ -49,7 +49,6 @@ extension DiscoveryProxy {
                 "cannot start mDNS query", metadata: ["mdns.question": "\(key)", "mdns.error": "\(error)"])
             let waiters = state.withLock { state -> [Waiter] in
                 let waiters = state.table.abandon(key, generation: generation)
-                state.stats.servFail += waiters.count
                 rearm(key, in: &state.table, now: scheduler.now())  // drops its timer
                 return waiters
             }
@@ -161,7 +160,6 @@ extension DiscoveryProxy {
                 // The daemon is away: "nothing found" would be a lie that clients cache. SERVFAIL
                 // tells them to try again.
                 logger.debug("mDNS backend \(backend.state.rawValue): SERVFAIL", metadata: ["mdns.question": "\(key)"])
-                count(\.servFail)
                 output.finish(answers.failure(waiter.query, .servFail), waiter.context, cache: .miss)
                 continue
             }

@@ -149,6 +149,13 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             stats.activeBrowses = state.table.browses.count
             return stats
         }
+        // Answers by RCODE are `dns_queries_total`'s counts: one store per event.
+        stats.answered = metrics.answered()
+        stats.servFail = metrics.answered(rcode: "SERVFAIL")
+        stats.notImp = metrics.answered(rcode: "NOTIMP")
+        stats.badVers = metrics.answered(rcode: "BADVERS")
+        stats.dropped = metrics.total("dns_queries_dropped_total")
+        stats.inFlight = output.inFlight
         stats.refused = metrics.total("dns_refused_queries_total")
         stats.aclRefused = metrics.total("dns_acl_refused_total")
         stats.formErr = metrics.total("dns_malformed_queries_total")
@@ -200,11 +207,13 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         let epoch = currentEpoch
         let intake = current.withLock { $0 }
         let (decision, limits) = intake.decide(bytes, overTCP: overTCP, client: client)
+        state.withLock { $0.stats.queries += 1 }
         if case .drop = decision {
+            metrics.dropped()
             respond(ProxyReply(bytes: nil))
             return
         }
-        state.withLock { $0.stats.queries += 1 }
+        output.began()
         var context = QueryContext(
             started: scheduler.now(), epoch: epoch,
             replayLifetime: ReplayTicket.lifetime(browseIdleTimeout: intake.catalog.configuration.browseIdleTimeout),
@@ -215,14 +224,14 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             break
         case .malformed(let reply, let isDSO, let error):
             logger.debug("malformed query", metadata: ["dns.id": "\(reply.id)", "dns.error": "\(error)"])
-            if isDSO { count(\.notImp) } else { metrics.malformed() }
+            if !isDSO { metrics.malformed() }
             output.finish(reply, context, cache: .error)
         case .clientRefused(let reply):
             noteRefused(.client, client: client, asking: "query")
             // Not replayable: each refusal is counted and logged as an ACL event.
             output.finish(reply, context, cache: .immediate)
         case .protocolFailure(let reply, let rcode):
-            if rcode == .formErr { metrics.malformed() } else { count(rcode == .notImp ? \.notImp : \.badVers) }
+            if rcode == .formErr { metrics.malformed() }
             output.finish(reply, context, cache: .immediate)
         case .refused(let reply):
             metrics.refused()
@@ -286,7 +295,6 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             break  // taken above
         case .lookup(.full):
             logger.debug("browse limit reached, every browse in use: SERVFAIL", metadata: ["mdns.question": "\(key)"])
-            count(\.servFail)
             output.finish(answers.failure(query, .servFail), context, cache: .miss)
         case .lookup(.optimistic(let snapshot, let start)):
             if let start { evict(start) }
@@ -298,7 +306,6 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             if let start { begin(start) }
         case .lookup(.rateLimited):
             logger.debug("mDNS rate limit: answering SERVFAIL", metadata: ["mdns.question": "\(key)"])
-            count(\.servFail)
             output.finish(answers.failure(query, .servFail), context, cache: .miss)
         case .lookup(.wait(_, _, let start)):
             // The browse's timer (`rearm` above) answers this query at its deadline at the latest.

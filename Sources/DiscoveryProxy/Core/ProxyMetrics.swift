@@ -48,7 +48,7 @@ final class ProxyMetrics: Sendable {
         return answerCounters.withLock { cache in
             if let found = cache[key] { return found }
             let made = AnswerCounters(
-                queries: Counter(
+                queries: EventCounter(
                     label: "dns_queries_total", dimensions: [("transport", transport), ("qtype", qtype), ("rcode", rcode)],
                     factory: factory),
                 replayed: Counter(label: "dns_answers_replayed_total", dimensions: [("transport", transport)], factory: factory))
@@ -74,6 +74,7 @@ final class ProxyMetrics: Sendable {
         _ = counter("dns_acl_refused_total", [])
         _ = counter("dns_malformed_queries_total", [])
         _ = counter("dns_refused_queries_total", [])
+        _ = counter("dns_queries_dropped_total", [])
         for transport in ["udp", "tcp"] {
             _ = Counter(label: "dns_answers_replayed_total", dimensions: [("transport", transport)], factory: factory)
         }
@@ -102,6 +103,17 @@ final class ProxyMetrics: Sendable {
     /// `dns_refused_queries_total`: answered REFUSED (outside the zones, or the client ACL),
     /// replayed refusals included.
     func refused(_ count: Int = 1) { counter("dns_refused_queries_total", []).increment(by: count) }
+
+    /// `dns_queries_dropped_total`: queries not answered at all (a response, or no header).
+    func dropped() { counter("dns_queries_dropped_total", []).increment() }
+
+    /// `dns_queries_total` over every transport and type: with one RCODE (`"SERVFAIL"`), or
+    /// all of them (nil). The status page's answer counts are these, not counts of their own.
+    func answered(rcode: String? = nil) -> Int {
+        answerCounters.withLock { cache in
+            cache.reduce(0) { $0 + (rcode == nil || $1.key.value2 == rcode ? $1.value.queries.value : 0) }
+        }
+    }
 
     /// The count of `label` over all its label values (every link's, say), for `ProxyStats`.
     func total(_ label: String) -> Int {
@@ -140,11 +152,11 @@ final class ProxyMetrics: Sendable {
 /// `dns_answers_replayed_total{transport}`; they are not timed one by one.
 final class AnswerCounters: Sendable {
     /// `dns_queries_total{transport,qtype,rcode}`
-    let queries: Counter
+    let queries: EventCounter
     /// `dns_answers_replayed_total{transport}`
     let replayed: Counter
 
-    init(queries: Counter, replayed: Counter) {
+    init(queries: EventCounter, replayed: Counter) {
         self.queries = queries
         self.replayed = replayed
     }

@@ -1,6 +1,18 @@
-/// Counters of the proxy logic, read by the admin/metrics layer and by tests.
+/// Counters of the proxy logic, read by the admin/metrics layer and by tests. Each is read
+/// from the one place its event is counted; the answers by RCODE are `dns_queries_total`'s.
+///
+/// The invariant between them (`isBalanced`): every query taken is answered, dropped or in
+/// flight, `queries == answered + dropped + inFlight`, exact whenever no query arrives or is
+/// answered while they are read (replays count once their front end reports them, within 1 s).
 public struct ProxyStats: Sendable, Equatable, Codable {
+    /// Client queries the proxy took, replayed ones included.
     public var queries = 0
+    /// Answers sent, by every RCODE (`dns_queries_total`).
+    public var answered = 0
+    /// Not answered at all: a response, or no DNS header (`dns_queries_dropped_total`).
+    public var dropped = 0
+    /// Taken and not answered yet (waiting for mDNS, mostly).
+    public var inFlight = 0
     /// Answered at once from a live browse (no multicast sent).
     public var cacheHits = 0
     /// Started or joined an mDNS query.
@@ -28,4 +40,7 @@ public struct ProxyStats: Sendable, Equatable, Codable {
     public var browsesEvicted = 0
 
     public init() {}
+
+    /// `queries == answered + dropped + inFlight`.
+    public var isBalanced: Bool { queries == answered + dropped + inFlight }
 }
