@@ -4,53 +4,30 @@ import DiscoveryProxy
 import Logging
 import MDNS
 
-/// The one place where the file's and the flags' settings become the runtime settings of the
-/// parts they configure: the proxy logic, the DNS listeners, the DNS Push listener and
-/// sessions. The file's units (seconds as numbers) become `Duration`s here and nowhere else.
+/// The runtime settings of the parts a configuration configures. Most settings are read
+/// straight into the parts' own structures (`server`, `proxy`, `pushSessions`, `avahi`,
+/// `rateLimit`); what is derived from several keys or from the interfaces is filled in here.
 extension AppConfiguration {
-    /// The pure proxy's view, with subnets detected from the interfaces where not configured.
+    /// The pure proxy's view: `proxy` with the links (subnets detected from the interfaces
+    /// where not configured), the server name, the client ACL and the DNS Push advertisement.
     public func proxyConfiguration(interfaces: InterfaceTable) -> ProxyConfiguration {
-        let links = self.links.map { spec in
+        var config = proxy
+        config.links = self.links.map { spec in
             Link(interface: spec.interface, zone: spec.domain,
                 subnets: (spec.subnets ?? interfaces.prefixes[spec.interface] ?? []).filter { !$0.isLinkLocal },
                 services: spec.services, realm: spec.realm, hostZone: spec.hostZone, clients: spec.clients,
                 nameServers: spec.nameServers, announce: spec.announce)
         }
-        var config = ProxyConfiguration(links: links, serverName: effectiveServerName, hostmaster: hostmaster)
-        config.nameServers = nameServers
-        config.negativeTimeout = .configured(seconds: negativeTimeoutSeconds)
-        config.collectionWindow = .milliseconds(collectionWindowMilliseconds)
-        config.learnsAnswerTimes = learnsAnswerTimes
-        config.browseIdleTimeout = .configured(seconds: browseIdleTimeoutSeconds)
-        config.suppressLinkLocal = suppressLinkLocal
-        config.mdnsQueriesPerSecond = mdnsQueriesPerSecond
-        config.mdnsQueryBurst = mdnsQueryBurst
-        config.mdnsAnnouncePacing = AnnouncementPacing(packetsPerSecond: mdnsAnnounceRate, burst: mdnsAnnounceBurst)
-        config.maxUDPPayload = maxUDPPayload
-        config.optimisticAnswers = optimisticAnswers
-        config.optimisticMaxStaleness = .configured(seconds: optimisticMaxStalenessSeconds)
-        config.inventoryInterval =
-            inventoryIntervalSeconds > 0 ? .configured(seconds: inventoryIntervalSeconds) : nil
-        config.inventoryMaxTypes = inventoryMaxTypes
+        config.serverName = effectiveServerName
         config.allowedClients = effectiveAllowedClients(interfaces: interfaces)
-        config.privateRealms = privateRealms
-        config.push = push.advertisement(interfaces: interfaces, links: links.map(\.interface))
-        config.maxBrowses = maxBrowses
+        config.push = push.advertisement(interfaces: interfaces, links: config.links.map(\.interface))
         return config
     }
 
-    /// The UDP/TCP DNS listeners' settings.
+    /// The UDP/TCP DNS listeners' settings: `server`, with DSO sessions on the DNS port as
+    /// `push.on-tcp` says.
     public var serverConfiguration: DNSServerConfiguration {
-        var server = DNSServerConfiguration(listenAddresses: listen)
-        server.tcpIdleTimeout = .configured(seconds: tcpIdleTimeoutSeconds)
-        server.maxTCPConnections = tcpMaxConnections
-        server.maxTCPConnectionsPerClient = tcpMaxConnectionsPerClient
-        server.maxTCPConnectionsPerSubnet = tcpMaxConnectionsPerSubnet
-        if tcpMaxConnectionLifetimeSeconds > 0 {
-            server.tcpMaxConnectionLifetime = .configured(seconds: tcpMaxConnectionLifetimeSeconds)
-        }
-        server.maxInFlightPerConnection = tcpMaxInFlightPerConnection
-        server.replayAnswers = replayAnswers
+        var server = self.server
         server.dsoSessions = push.onTCP
         return server
     }
@@ -61,27 +38,12 @@ extension AppConfiguration {
     func pushListenerConfiguration(certificateFile: String, privateKeyFile: String) -> TLSDNSServer.Configuration {
         TLSDNSServer.Configuration(
             listenAddresses: push.listen, certificateFile: certificateFile, privateKeyFile: privateKeyFile,
-            idleTimeout: .configured(seconds: tcpIdleTimeoutSeconds), maxConnections: push.maxSessions + 64,
-            maxConnectionsPerClient: push.maxSessions + 64)
-    }
-
-    /// The avahi backend's object limits.
-    var avahiLimits: AvahiObjectLimits {
-        AvahiObjectLimits(perClient: avahiObjectsPerClient, total: avahiObjectBudget)
+            idleTimeout: server.tcpIdleTimeout, maxConnections: pushSessions.maxSessions + 64,
+            maxConnectionsPerClient: pushSessions.maxSessions + 64)
     }
 
     /// `log-level` (validated against `logLevels`).
     var level: Logger.Level { Logger.Level(rawValue: logLevel) ?? .info }
-
-    /// The DNS Push sessions' settings.
-    var pushConfiguration: PushConfiguration {
-        var configuration = PushConfiguration()
-        configuration.maxSessions = push.maxSessions
-        configuration.maxSubscriptionsPerSession = push.maxSubscriptionsPerSession
-        configuration.inactivityTimeout = .configured(seconds: push.inactivityTimeoutSeconds)
-        configuration.keepaliveInterval = .configured(seconds: push.keepaliveIntervalSeconds)
-        return configuration
-    }
 }
 
 extension Duration {

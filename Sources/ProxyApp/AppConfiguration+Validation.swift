@@ -8,7 +8,7 @@ extension AppConfiguration {
     /// SERVFAIL then; avahi's wide-area browser gives up at 2.5 s): a longer negative timeout
     /// is valid (RFC 8766 §5.6 says 6 s) but makes every absent type fail through them.
     public var negativeTimeoutAdvice: String? {
-        negativeTimeoutSeconds > 1.2
+        proxy.negativeTimeout > .milliseconds(1200)
             ? "longer than recursive resolvers wait (PowerDNS Recursor gives up at 1.5 s): absent service types will fail through them; 0.8 is the default"
             : nil
     }
@@ -70,7 +70,7 @@ extension AppConfiguration {
         if links.contains(where: { !$0.announce.isEmpty }) {
             warnings += AvahiDaemonSettings.read().gatewayWarnings(for: links.filter { !$0.announce.isEmpty }.map(\.interface))
         }
-        if push.onTCP, let exposed = listen.first(where: { IPPrefix.parseAddress($0.host).map(IPPrefix.isLoopback) != true }) {
+        if push.onTCP, let exposed = self.server.listenAddresses.first(where: { IPPrefix.parseAddress($0.host).map(IPPrefix.isLoopback) != true }) {
             warnings.append(
                 "push.on-tcp: DNS Push sessions are accepted in cleartext on \(exposed): anyone on the path can read and "
                     + "forge them (RFC 8765 §4 has Push run over TLS only); this is a lab and testing setting. Serve Push "

@@ -50,47 +50,20 @@ public struct AppConfiguration: Sendable, Equatable {
     /// A listen address is the front end's own type; parsing its text form lives here.
     public typealias ListenAddress = DNSServerConfiguration.ListenAddress
 
-    // Defaults of settings the proxy logic and the front ends own are theirs, written once
-    // there; the file's units (seconds, milliseconds) are derived from them.
-    private static let proxy = ProxyConfiguration(links: [], serverName: .root)
-    private static let server = DNSServerConfiguration()
+    // A setting is read straight into the structure that uses it (`AppConfiguration.options`
+    // names the field), so its default is that structure's, written once there; the file's
+    // units (seconds, milliseconds) are converted by the option's entry.
 
     public var links: [LinkSpec] = []
-    public var listen = server.listenAddresses
+    /// The DNS listeners: `listen`, `tcp.*`, `replay-answers`.
+    public var server = DNSServerConfiguration()
+    /// The proxy logic: `negative-timeout` … `max-browses`, `name-servers`, `hostmaster`,
+    /// `private-realms`. Its links, client ACL, server name and DNS Push advertisement are
+    /// filled in from the rest and the interfaces (`proxyConfiguration(interfaces:)`).
+    public var proxy = ProxyConfiguration(links: [], serverName: .root)
     /// NS target and SOA MNAME; nil means this host's name.
     public var serverName: DNSName?
-    /// Every discovery proxy of the link zones, this one included (RFC 8766 §6.2); empty:
-    /// this one alone.
-    public var nameServers: [DNSName] = []
-    public var hostmaster: DNSName?
     public var logLevel = "info"
-
-    public var negativeTimeoutSeconds = proxy.negativeTimeout / .seconds(1)
-    public var collectionWindowMilliseconds = Int(proxy.collectionWindow / .milliseconds(1))
-    public var learnsAnswerTimes = proxy.learnsAnswerTimes
-    public var browseIdleTimeoutSeconds = proxy.browseIdleTimeout / .seconds(1)
-    public var suppressLinkLocal = proxy.suppressLinkLocal
-    public var mdnsQueriesPerSecond = proxy.mdnsQueriesPerSecond
-    public var mdnsQueryBurst = proxy.mdnsQueryBurst
-    public var mdnsAnnounceRate = proxy.mdnsAnnouncePacing.packetsPerSecond
-    public var mdnsAnnounceBurst = proxy.mdnsAnnouncePacing.burst
-    public var maxUDPPayload = proxy.maxUDPPayload
-    public var optimisticAnswers = proxy.optimisticAnswers
-    public var optimisticMaxStalenessSeconds = proxy.optimisticMaxStaleness / .seconds(1)
-    /// 0: no link inventory.
-    public var inventoryIntervalSeconds = (proxy.inventoryInterval ?? .zero) / .seconds(1)
-    public var inventoryMaxTypes = proxy.inventoryMaxTypes
-    /// The front ends' per-client replay of encoded answers (`DNSServerConfiguration.replayAnswers`).
-    public var replayAnswers = server.replayAnswers
-
-    public var tcpIdleTimeoutSeconds = server.tcpIdleTimeout / .seconds(1)
-    public var tcpMaxConnections = server.maxTCPConnections
-    public var tcpMaxConnectionsPerClient = server.maxTCPConnectionsPerClient
-    /// nil: `DNSServerConfiguration.subnetClients` times the per-client limit.
-    public var tcpMaxConnectionsPerSubnet = server.maxTCPConnectionsPerSubnet
-    /// 0: no limit.
-    public var tcpMaxConnectionLifetimeSeconds = server.tcpMaxConnectionLifetime.map { $0 / .seconds(1) } ?? 0
-    public var tcpMaxInFlightPerConnection = server.maxInFlightPerConnection
 
     /// Admin HTTP endpoint (metrics, health, status); nil disables it.
     public var admin: ListenAddress? = ListenAddress(host: "127.0.0.1", port: 8053)
@@ -99,21 +72,20 @@ public struct AppConfiguration: Sendable, Equatable {
     /// Interfaces on which the link zones are announced as browse domains over mDNS
     /// (`BrowseDomainAdvertisement`); empty: none.
     public var advertiseBrowseDomains: [String] = []
-    /// Client prefixes by private address realm (RFC 8766 §5.5.2), sorted by name.
-    public var privateRealms = PrivateRealms()
 
-    /// DNS Push over DSO (RFC 8765, RFC 8490).
+    /// DNS Push over DSO (RFC 8765, RFC 8490): its listener and advertisement (`push.*`).
     public var push = PushSettings()
+    /// DNS Push sessions' limits and timeouts (`push.max-sessions` …).
+    public var pushSessions = PushConfiguration()
 
-    public var avahiObjectsPerClient = AvahiBackend.defaultClientObjectLimit
-    public var avahiObjectBudget = AvahiBackend.defaultTotalObjectBudget
+    /// avahi objects per connection and in all (`avahi.*`).
+    public var avahi = AvahiObjectLimits(
+        perClient: AvahiBackend.defaultClientObjectLimit, total: AvahiBackend.defaultTotalObjectBudget)
 
-    /// Live browses at most (each one avahi record browser); see `BrowseLimit`.
-    public var maxBrowses = proxy.maxBrowses
     /// UDP response rate limiting per client prefix; off (0/s) by default.
     public var rateLimit = ResponseRateLimit()
     /// How often the links' interfaces are checked for going down/up and address changes.
-    public var interfaceCheckSeconds = 5.0
+    public var interfaceCheck: Duration = .seconds(5)
     /// Run as this user once every socket is bound (needs root to start); nil stays as started.
     public var user: String?
 

@@ -85,28 +85,46 @@ struct ConfigOption {
         }
     }
 
-    /// A scalar field: read by `kind`, checked by `rules` (first failing rule reported),
-    /// printed as `key: value` with an optional trailing comment.
+    /// How a file value is kept in the field that uses it: seconds as a number become a
+    /// `Duration`, 0 becomes nil ("off"). The option converts; nothing else does.
+    struct Unit<File, Stored> {
+        let store: (File) -> Stored
+        let file: (Stored) -> File
+    }
+
+    /// A scalar field: read by `kind`, converted by `unit` into the field, checked by `rules`
+    /// (in the file's unit; the first failing rule reported), printed as `key: value` with an
+    /// optional trailing comment.
+    static func scalar<Value: CustomStringConvertible, Stored>(
+        _ key: String, _ field: WritableKeyPath<AppConfiguration, Stored>, _ kind: Kind<Value>,
+        _ unit: Unit<Value, Stored>, _ rules: [Rule<Value>] = [],
+        comment: @escaping (AppConfiguration) -> String? = { _ in nil }, effect: Effect = .reload
+    ) -> ConfigOption {
+        ConfigOption(
+            key,
+            read: { reader, value, key, config in
+                if let parsed = kind.read(&reader, value, key: key) { config[keyPath: field] = unit.store(parsed) }
+            },
+            render: { config, _ in
+                let name = key.split(separator: ".").last.map(String.init) ?? key
+                let value = unit.file(config[keyPath: field])
+                return ["\(name): \(value)" + (comment(config).map { "  # \($0)" } ?? "")]
+            },
+            validate: { config, _ in
+                let value = unit.file(config[keyPath: field])
+                return rules.filter { !$0.ok(value, config) }.map {
+                    ConfigError(key: key, value: "\(value)", reason: $0.reason(config))
+                }
+            }, effect: effect, keep: keeping(field))
+    }
+
+    /// A scalar field kept as the file gives it.
     static func scalar<Value: CustomStringConvertible>(
         _ key: String, _ field: WritableKeyPath<AppConfiguration, Value>, _ kind: Kind<Value>,
         _ rules: [Rule<Value>] = [], comment: @escaping (AppConfiguration) -> String? = { _ in nil },
         effect: Effect = .reload
     ) -> ConfigOption {
-        ConfigOption(
-            key,
-            read: { reader, value, key, config in
-                if let parsed = kind.read(&reader, value, key: key) { config[keyPath: field] = parsed }
-            },
-            render: { config, _ in
-                let name = key.split(separator: ".").last.map(String.init) ?? key
-                return ["\(name): \(config[keyPath: field])" + (comment(config).map { "  # \($0)" } ?? "")]
-            },
-            validate: { config, _ in
-                let value = config[keyPath: field]
-                return rules.filter { !$0.ok(value, config) }.map {
-                    ConfigError(key: key, value: "\(value)", reason: $0.reason(config))
-                }
-            }, effect: effect, keep: keeping(field))
+        scalar(key, field, kind, Unit(store: { $0 }, file: { $0 }), rules, comment: comment, effect: effect)
     }
 
     /// An optional text field, printed (quoted as given by `quote`) only when set.
@@ -332,4 +350,20 @@ struct ConfigReader {
         }
         return announcements
     }
+}
+
+extension ConfigOption.Unit where File == Double, Stored == Duration {
+    /// Seconds, to the millisecond (0.57 is 570 ms).
+    static var seconds: Self { .init(store: { .configured(seconds: $0) }, file: { $0 / .seconds(1) }) }
+}
+
+extension ConfigOption.Unit where File == Double, Stored == Duration? {
+    /// Seconds, 0 meaning none (no limit, off). A negative value is kept, for its rule to name.
+    static var secondsOrOff: Self {
+        .init(store: { $0 != 0 ? .configured(seconds: $0) : nil }, file: { ($0 ?? .zero) / .seconds(1) })
+    }
+}
+
+extension ConfigOption.Unit where File == Int, Stored == Duration {
+    static var milliseconds: Self { .init(store: { .milliseconds($0) }, file: { Int($0 / .milliseconds(1)) }) }
 }

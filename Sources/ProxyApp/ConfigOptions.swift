@@ -1,12 +1,14 @@
 import DNSServer
 import DNSWire
 import DiscoveryProxy
+import MDNS
 
 extension AppConfiguration {
-    /// Every configuration key, once, in the order `--check-config` prints them. Adding an
-    /// option: a field in `AppConfiguration` (its default derived from the proxy's or front
-    /// end's own default where one exists), one entry here, and an `@Option` in the command
-    /// if it has a flag (`DiscoveryProxyCommand.scalarFlags` then routes it through the entry).
+    /// Every configuration key, once, in the order `--check-config` prints them, each read
+    /// straight into the field of the structure that uses it (the proxy's, the listeners', the
+    /// Push sessions', …), whose default is the option's. Adding an option: the field in its
+    /// owner, one entry here (which makes `ReloadMatrixTests` ask how a reload applies it), and
+    /// an `@Option` in the command if it has a flag (`DiscoveryProxyCommand.scalarFlags`).
     static var options: [ConfigOption] {
         typealias Rule = ConfigOption.Rule
         let local = try! DNSName("local.")
@@ -21,14 +23,14 @@ extension AppConfiguration {
             ConfigOption(
                 "name-servers",
                 read: { reader, value, key, config in
-                    config.nameServers = reader.nameServers(value, key: key)
+                    config.proxy.nameServers = reader.nameServers(value, key: key)
                 },
                 render: { config, _ in
-                    config.nameServers.isEmpty
-                        ? [] : ["name-servers: [\(config.nameServers.map { yamlQuoted($0) }.joined(separator: ", "))]"]
+                    config.proxy.nameServers.isEmpty
+                        ? [] : ["name-servers: [\(config.proxy.nameServers.map { yamlQuoted($0) }.joined(separator: ", "))]"]
                 },
                 validate: { config, _ in
-                    config.validateNameServers(config.nameServers, key: "name-servers")
+                    config.validateNameServers(config.proxy.nameServers, key: "name-servers")
                         + config.links.indices.flatMap { index in
                             config.validateNameServers(config.links[index].nameServers ?? [], key: config.entry(index) + ".name-servers")
                         }
@@ -36,56 +38,57 @@ extension AppConfiguration {
             ConfigOption(
                 "hostmaster",
                 read: { reader, value, key, config in
-                    if let text = reader.string(value, key: key) { config.hostmaster = reader.domain(text, key: key) }
+                    if let text = reader.string(value, key: key) { config.proxy.hostmaster = reader.domain(text, key: key) }
                 },
-                render: { config, _ in config.hostmaster.map { ["hostmaster: \(yamlQuoted($0))"] } ?? [] }),
+                render: { config, _ in config.proxy.hostmaster.map { ["hostmaster: \(yamlQuoted($0))"] } ?? [] }),
             ConfigOption(
                 "listen",
                 read: { reader, value, key, config in
                     if let addresses = reader.list(value, key: key, expected: "a list of ADDR:PORT",
                         element: "ADDR:PORT, e.g. 0.0.0.0:53 or [::]:53", AppConfiguration.ListenAddress.init)
                     {
-                        config.listen = addresses
+                        config.server.listenAddresses = addresses
                     }
                 },
-                render: { config, _ in ["listen:"] + config.listen.map { "  - \"\($0)\"" } },
+                render: { config, _ in ["listen:"] + config.server.listenAddresses.map { "  - \"\($0)\"" } },
                 validate: { config, _ in
-                    config.listen.isEmpty ? [ConfigError(key: "listen", reason: "no listen address")] : []
-                }, effect: .restart(because: "the DNS sockets are bound at start"), keep: ConfigOption.keeping(\.listen)),
+                    config.server.listenAddresses.isEmpty ? [ConfigError(key: "listen", reason: "no listen address")] : []
+                }, effect: .restart(because: "the DNS sockets are bound at start"),
+                keep: ConfigOption.keeping(\.server.listenAddresses)),
             ConfigOption(
                 "links",
                 read: { reader, value, _, config in config.links = reader.links(value) },
                 render: { config, interfaces in config.renderLinks(interfaces: interfaces) },
                 validate: { config, interfaces in config.validateLinks(interfaces: interfaces, local: local) }),
             .scalar(
-                "negative-timeout", \.negativeTimeoutSeconds, .number,
+                "negative-timeout", \.proxy.negativeTimeout, .number, .seconds,
                 [Rule({ $0 > 0 && $0 <= 60 }, "must be between 0 and 60 seconds (RFC 8766 §5.6 uses 6)")],
                 comment: { $0.negativeTimeoutAdvice }),
             .scalar(
-                "collection-window-ms", \.collectionWindowMilliseconds, .integer,
+                "collection-window-ms", \.proxy.collectionWindow, .integer, .milliseconds,
                 [Rule({ (0...1000).contains($0) }, "must be between 0 and 1000")]),
-            .scalar("learn-answer-times", \.learnsAnswerTimes, .boolean),
+            .scalar("learn-answer-times", \.proxy.learnsAnswerTimes, .boolean),
             .scalar(
-                "browse-idle-timeout", \.browseIdleTimeoutSeconds, .number,
+                "browse-idle-timeout", \.proxy.browseIdleTimeout, .number, .seconds,
                 [Rule({ $0 >= 1 }, "must be at least 1 second")]),
-            .scalar("suppress-link-local", \.suppressLinkLocal, .boolean),
-            .scalar("mdns-query-rate", \.mdnsQueriesPerSecond, .number, [Rule({ $0 > 0 }, "must be positive")]),
-            .scalar("mdns-query-burst", \.mdnsQueryBurst, .number, [Rule({ $0 >= 1 }, "must be at least 1")]),
-            .scalar("mdns-announce-rate", \.mdnsAnnounceRate, .number, [Rule({ $0 > 0 }, "must be positive")]),
-            .scalar("mdns-announce-burst", \.mdnsAnnounceBurst, .number, [Rule({ $0 >= 1 }, "must be at least 1")]),
+            .scalar("suppress-link-local", \.proxy.suppressLinkLocal, .boolean),
+            .scalar("mdns-query-rate", \.proxy.mdnsQueriesPerSecond, .number, [Rule({ $0 > 0 }, "must be positive")]),
+            .scalar("mdns-query-burst", \.proxy.mdnsQueryBurst, .number, [Rule({ $0 >= 1 }, "must be at least 1")]),
+            .scalar("mdns-announce-rate", \.proxy.mdnsAnnouncePacing.packetsPerSecond, .number, [Rule({ $0 > 0 }, "must be positive")]),
+            .scalar("mdns-announce-burst", \.proxy.mdnsAnnouncePacing.burst, .number, [Rule({ $0 >= 1 }, "must be at least 1")]),
             .scalar(
-                "max-udp-payload", \.maxUDPPayload, .integer,
+                "max-udp-payload", \.proxy.maxUDPPayload, .integer,
                 [Rule({ (512...65535).contains($0) }, "must be between 512 and 65535")]),
-            .scalar("optimistic-answers", \.optimisticAnswers, .boolean),
+            .scalar("optimistic-answers", \.proxy.optimisticAnswers, .boolean),
             .scalar(
-                "optimistic-max-staleness", \.optimisticMaxStalenessSeconds, .number,
+                "optimistic-max-staleness", \.proxy.optimisticMaxStaleness, .number, .seconds,
                 [Rule({ $0 >= 0 }, "must not be negative")]),
-            .scalar("replay-answers", \.replayAnswers, .boolean),
+            .scalar("replay-answers", \.server.replayAnswers, .boolean),
             .scalar(
-                "inventory-interval", \.inventoryIntervalSeconds, .number,
+                "inventory-interval", \.proxy.inventoryInterval, .number, .secondsOrOff,
                 [Rule({ $0 == 0 || $0 >= 10 }, "must be 0 (off) or at least 10 seconds")]),
             .scalar(
-                "inventory-max-types", \.inventoryMaxTypes, .integer,
+                "inventory-max-types", \.proxy.inventoryMaxTypes, .integer,
                 [Rule({ (1...1000).contains($0) }, "must be between 1 and 1000")]),
             .scalar(
                 "log-level", \.logLevel, .text,
@@ -125,18 +128,18 @@ extension AppConfiguration {
             ConfigOption(
                 "private-realms",
                 read: { reader, value, key, config in
-                    if let realms = reader.privateRealms(value, key: key) { config.privateRealms = realms }
+                    if let realms = reader.privateRealms(value, key: key) { config.proxy.privateRealms = realms }
                 },
                 render: { config, _ in
-                    guard !config.privateRealms.isEmpty else {
+                    guard !config.proxy.privateRealms.isEmpty else {
                         return ["private-realms: {}  # none: private addresses are shown to every client"]
                     }
-                    return ["private-realms:"] + config.privateRealms.realms.map { realm in
+                    return ["private-realms:"] + config.proxy.privateRealms.realms.map { realm in
                         "  \(realm.name): [\(realm.clients.map { "\"\($0)\"" }.joined(separator: ", "))]"
                     }
                 },
                 validate: { config, _ in
-                    let names = config.privateRealms.realms.map(\.name)
+                    let names = config.proxy.privateRealms.realms.map(\.name)
                     var errors = names.filter { !Self.isRealmName($0) }.map {
                         ConfigError(key: "private-realms", value: $0,
                             reason: "a realm name is letters, digits, '-', '_' and '.'")
@@ -150,44 +153,44 @@ extension AppConfiguration {
                     return errors
                 }),
             .scalar(
-                "tcp.idle-timeout", \.tcpIdleTimeoutSeconds, .number, [Rule({ $0 > 0 }, "must be positive")]),
+                "tcp.idle-timeout", \.server.tcpIdleTimeout, .number, .seconds, [Rule({ $0 > 0 }, "must be positive")]),
             .scalar(
-                "tcp.max-connections", \.tcpMaxConnections, .integer, [Rule({ $0 >= 1 }, "must be at least 1")]),
+                "tcp.max-connections", \.server.maxTCPConnections, .integer, [Rule({ $0 >= 1 }, "must be at least 1")]),
             .scalar(
-                "tcp.max-connections-per-client", \.tcpMaxConnectionsPerClient, .integer,
+                "tcp.max-connections-per-client", \.server.maxTCPConnectionsPerClient, .integer,
                 [Rule({ $0 >= 1 }, "must be at least 1")]),
             ConfigOption(
                 "tcp.max-connections-per-subnet",
                 read: { reader, value, key, config in
-                    if let limit = reader.integer(value, key: key) { config.tcpMaxConnectionsPerSubnet = limit }
+                    if let limit = reader.integer(value, key: key) { config.server.maxTCPConnectionsPerSubnet = limit }
                 },
                 render: { config, _ in
-                    guard let limit = config.tcpMaxConnectionsPerSubnet else {
+                    guard let limit = config.server.maxTCPConnectionsPerSubnet else {
                         let derived = DNSServerConfiguration.defaultMaxTCPConnectionsPerSubnet(
-                            perClient: config.tcpMaxConnectionsPerClient)
+                            perClient: config.server.maxTCPConnectionsPerClient)
                         return ["max-connections-per-subnet: \(derived)  # default: "
                             + "\(DNSServerConfiguration.subnetClients) × max-connections-per-client"]
                     }
                     return ["max-connections-per-subnet: \(limit)"]
                 },
                 validate: { config, _ in
-                    guard let limit = config.tcpMaxConnectionsPerSubnet, limit < 1 else { return [] }
+                    guard let limit = config.server.maxTCPConnectionsPerSubnet, limit < 1 else { return [] }
                     return [ConfigError(key: "tcp.max-connections-per-subnet", value: "\(limit)",
                         reason: "must be at least 1")]
                 }),
             .scalar(
-                "tcp.max-connection-lifetime", \.tcpMaxConnectionLifetimeSeconds, .number,
+                "tcp.max-connection-lifetime", \.server.tcpMaxConnectionLifetime, .number, .secondsOrOff,
                 [Rule({ $0 >= 0 }, "must not be negative (0: no limit)")],
-                comment: { $0.tcpMaxConnectionLifetimeSeconds == 0 ? "no limit" : nil }),
+                comment: { $0.server.tcpMaxConnectionLifetime == nil ? "no limit" : nil }),
             .scalar(
-                "tcp.max-in-flight-per-connection", \.tcpMaxInFlightPerConnection, .integer,
+                "tcp.max-in-flight-per-connection", \.server.maxInFlightPerConnection, .integer,
                 [Rule({ $0 >= 1 }, "must be at least 1")]),
             .scalar(
-                "avahi.objects-per-client", \.avahiObjectsPerClient, .integer,
+                "avahi.objects-per-client", \.avahi.perClient, .integer,
                 [Rule({ $0 >= 1 }, "must be at least 1")]),
             .scalar(
-                "avahi.object-budget", \.avahiObjectBudget, .integer,
-                [Rule({ $0 >= $1.avahiObjectsPerClient }, reason: { _ in "must be at least avahi.objects-per-client" })]),
+                "avahi.object-budget", \.avahi.total, .integer,
+                [Rule({ $0 >= $1.avahi.perClient }, reason: { _ in "must be at least avahi.objects-per-client" })]),
             ConfigOption(
                 "push.listen",
                 read: { reader, value, key, config in
@@ -242,28 +245,28 @@ extension AppConfiguration {
                     }
                 }),
             .scalar(
-                "push.max-sessions", \.push.maxSessions, .integer, [Rule({ $0 >= 1 }, "must be at least 1")]),
+                "push.max-sessions", \.pushSessions.maxSessions, .integer, [Rule({ $0 >= 1 }, "must be at least 1")]),
             .scalar(
-                "push.max-subscriptions-per-session", \.push.maxSubscriptionsPerSession, .integer,
+                "push.max-subscriptions-per-session", \.pushSessions.maxSubscriptionsPerSession, .integer,
                 [Rule({ $0 >= 1 }, "must be at least 1")]),
             .scalar(
-                "push.inactivity-timeout", \.push.inactivityTimeoutSeconds, .number,
+                "push.inactivity-timeout", \.pushSessions.inactivityTimeout, .number, .seconds,
                 [Rule({ $0 >= 1 }, "must be at least 1 second")]),
             .scalar(
-                "push.keepalive-interval", \.push.keepaliveIntervalSeconds, .number,
+                "push.keepalive-interval", \.pushSessions.keepaliveInterval, .number, .seconds,
                 [Rule({ $0 >= 10 }, "must be at least 10 seconds (RFC 8490 §7.1)")]),
             .scalar(
-                "max-browses", \.maxBrowses, .integer,
+                "max-browses", \.proxy.maxBrowses, .integer,
                 [
                     Rule({ $0 >= 1 }, "must be at least 1"),
                     Rule(
-                        { $0 <= $1.avahiObjectBudget },
+                        { $0 <= $1.avahi.total },
                         reason: {
-                            "must not exceed avahi.object-budget (\($0.avahiObjectBudget)): each browse is one avahi object"
+                            "must not exceed avahi.object-budget (\($0.avahi.total)): each browse is one avahi object"
                         }),
                 ]),
             .scalar(
-                "interface-check-interval", \.interfaceCheckSeconds, .number, [Rule({ $0 > 0 }, "must be positive")]),
+                "interface-check-interval", \.interfaceCheck, .number, .seconds, [Rule({ $0 > 0 }, "must be positive")]),
             .scalar(
                 "rate-limit.responses-per-second", \.rateLimit.responsesPerSecond, .integer,
                 [Rule({ $0 >= 0 }, "must not be negative (0 turns rate limiting off)")]),
@@ -292,6 +295,19 @@ extension AppConfiguration {
 
     static func isRealmName(_ name: String) -> Bool {
         !name.isEmpty && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }
+    }
+
+    /// The default of a scalar option as `--help` writes it (`0.8`, `120`, `true`): the
+    /// table's own rendering of a configuration with nothing set.
+    public static func defaultValue(_ key: String) -> String {
+        guard let line = option(key)?.render(AppConfiguration(), InterfaceTable(prefixes: [:], up: [])).first,
+            let colon = line.firstIndex(of: ":")
+        else { preconditionFailure("no scalar configuration option \(key)") }
+        let value = String(
+            (line[line.index(after: colon)...].split(separator: "#").first ?? "").drop { $0 == " " }.reversed()
+                .drop { $0 == " " }.reversed())
+        if let number = Double(value), number == number.rounded(), abs(number) < 1e15 { return String(Int(number)) }
+        return value
     }
 
     /// The option declared for `key`, for the flags.

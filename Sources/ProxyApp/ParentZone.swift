@@ -88,7 +88,7 @@ public enum ParentZone {
     /// This proxy's addresses for glue: the specific listen addresses resolvers can reach, or
     /// else its addresses on the links.
     static func addresses(_ config: AppConfiguration, proxy: ProxyConfiguration, interfaces: InterfaceTable) -> [[UInt8]] {
-        let listened = config.listen.compactMap { IPPrefix.parseAddress($0.host) }.filter { address in
+        let listened = config.server.listenAddresses.compactMap { IPPrefix.parseAddress($0.host) }.filter { address in
             !address.allSatisfy { $0 == 0 } && !(address.count == 4 && address[0] == 127)
                 && address != [UInt8](repeating: 0, count: 15) + [1]
         }

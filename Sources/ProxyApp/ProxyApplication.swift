@@ -76,8 +76,8 @@ public struct ProxyApplication: Sendable {
         let backend: AvahiBackend
         do {
             backend = try AvahiBackend(
-                logger: logger, clientObjectLimit: configuration.avahiObjectsPerClient,
-                totalObjectBudget: configuration.avahiObjectBudget)
+                logger: logger, clientObjectLimit: configuration.avahi.perClient,
+                totalObjectBudget: configuration.avahi.total)
         } catch {
             throw StartupError("cannot start the avahi client: \(error)")
         }
@@ -104,10 +104,10 @@ public struct ProxyApplication: Sendable {
         }
 
         if let advice = configuration.negativeTimeoutAdvice {
-            logger.warning("negative-timeout \(configuration.negativeTimeoutSeconds) s is \(advice)")
+            logger.warning("negative-timeout \(configuration.proxy.negativeTimeout / .seconds(1)) s is \(advice)")
         }
 
-        ResourceLimits.raiseOpenFiles(forConnections: configuration.tcpMaxConnections, logger: logger)
+        ResourceLimits.raiseOpenFiles(forConnections: configuration.server.maxTCPConnections, logger: logger)
         let serverConfiguration = configuration.serverConfiguration
         // Wrapped even with the limit off, when it passes every answer through: its counters
         // (`dns_rrl_responses_total`, on the dashboard) are then exported at zero.
@@ -122,7 +122,7 @@ public struct ProxyApplication: Sendable {
                     "rrl.slip": "\(configuration.rateLimit.slip)",
                 ])
         }
-        let push = PushService(proxy: proxy, configuration: configuration.pushConfiguration, logger: logger)
+        let push = PushService(proxy: proxy, configuration: configuration.pushSessions, logger: logger)
         defer { push.shutdown() }
         let sessions = SessionResponder(queries: responder, push: push)
         // --user: every listener binds as root first, then the process becomes that user.
@@ -151,7 +151,7 @@ public struct ProxyApplication: Sendable {
         let parts = RunningParts(
             proxy: proxy, server: server, pushListener: pushListener, push: push, rateLimiter: rateLimiter,
             avahi: backend, logLevel: logLevel,
-            interfaceCheck: IntervalSetting(.configured(seconds: configuration.interfaceCheckSeconds)),
+            interfaceCheck: IntervalSetting(configuration.interfaceCheck),
             browseDomains: browseDomains)
         let reloader = Reloader(load: reload, parts: parts, started: configuration, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
@@ -168,7 +168,7 @@ public struct ProxyApplication: Sendable {
             services.append(.init(service: makeAdminServer(
                 host: admin.host, port: admin.port, source: source, registry: registry, logger: logger,
                 onServerRunning: { port in
-                    logger.info("admin HTTP listening", metadata: ["admin.listen": "\(admin.host):\(port)"])
+                    logger.info("admin HTTP listening", metadata: ["admin.server.listenAddresses": "\(admin.host):\(port)"])
                     privileges.bound()
                 })))
         }

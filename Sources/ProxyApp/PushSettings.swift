@@ -1,8 +1,8 @@
 import DNSServer
 import DiscoveryProxy
 
-/// DNS Push (RFC 8765) settings: the `push:` section of the file and the `--push-*`,
-/// `--tls-*` and `--state-dir` flags.
+/// DNS Push (RFC 8765) listener settings: the `push:` section of the file but the sessions'
+/// limits (`PushConfiguration`), and the `--tls-*` and `--state-dir` flags.
 public struct PushSettings: Sendable, Equatable {
     /// TLS listeners; empty means no TLS listener and no `_dns-push-tls` advertisement.
     public var listen: [AppConfiguration.ListenAddress] = []
@@ -18,12 +18,6 @@ public struct PushSettings: Sendable, Equatable {
     /// A/AAAA of `server-name` in answers; nil means the TLS listen addresses, or this host's
     /// link addresses when those are wildcards.
     public var addresses: [String]?
-    // The Push session's own defaults, in the file's units.
-    private static let session = PushConfiguration()
-    public var maxSessions = session.maxSessions
-    public var maxSubscriptionsPerSession = session.maxSubscriptionsPerSession
-    public var inactivityTimeoutSeconds = session.inactivityTimeout / .seconds(1)
-    public var keepaliveIntervalSeconds = session.keepaliveInterval / .seconds(1)
 
     public init() {}
 

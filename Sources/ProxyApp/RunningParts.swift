@@ -84,9 +84,9 @@ struct RunningParts: Sendable {
                     configuration.pushListenerConfiguration(
                         certificateFile: $0.certificateFile, privateKeyFile: $0.privateKeyFile)
                 },
-                push: configuration.pushConfiguration, rateLimit: configuration.rateLimit,
-                avahi: configuration.avahiLimits, logLevel: configuration.level,
-                interfaceCheck: .configured(seconds: configuration.interfaceCheckSeconds),
+                push: configuration.pushSessions, rateLimit: configuration.rateLimit,
+                avahi: configuration.avahi, logLevel: configuration.level,
+                interfaceCheck: configuration.interfaceCheck,
                 browseDomains: BrowseDomainAdvertisement(configuration: configuration, interfaces: interfaces).zones)
         }
     }

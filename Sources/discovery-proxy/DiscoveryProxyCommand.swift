@@ -1,5 +1,6 @@
 import ArgumentParser
 import BuildInfo
+import DNSServer
 import DNSWire
 import Dispatch
 #if canImport(Glibc)
@@ -21,11 +22,6 @@ import Synchronization
 /// The defaults the help text names, read from the types that own them.
 private let defaults = AppConfiguration()
 
-/// A number of seconds as the help text writes it: 120, 0.8.
-private func number(_ value: Double) -> String {
-    value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(value)
-}
-
 struct DiscoveryProxyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "discovery-proxy",
@@ -43,7 +39,7 @@ struct DiscoveryProxyCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Serve the link on IFACE as zone DOMAIN (repeatable).", valueName: "IFACE=DOMAIN"))
     var link: [String] = []
 
-    @Option(name: .long, help: ArgumentHelp("Serve DNS on UDP and TCP at this address (repeatable; IPv6 as [::]:53). Default \(defaults.listen.map { "\($0)" }.joined(separator: " and ")).", valueName: "ADDR:PORT"))
+    @Option(name: .long, help: ArgumentHelp("Serve DNS on UDP and TCP at this address (repeatable; IPv6 as [::]:53). Default \(defaults.server.listenAddresses.map { "\($0)" }.joined(separator: " and ")).", valueName: "ADDR:PORT"))
     var listen: [String] = []
 
     @Option(name: .long, help: "The proxy's own host name, used as NS target and SOA MNAME (default: this host's name).")
@@ -55,16 +51,16 @@ struct DiscoveryProxyCommand: ParsableCommand {
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String?
 
-    @Option(name: .long, parsing: .unconditional, help: "Seconds before a query that mDNS does not answer gets NOERROR/no data (default \(number(defaults.negativeTimeoutSeconds)); RFC 8766 says 6, longer than resolvers wait).")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds before a query that mDNS does not answer gets NOERROR/no data (default \(AppConfiguration.defaultValue("negative-timeout")); RFC 8766 says 6, longer than resolvers wait).")
     var negativeTimeout: Double?
 
-    @Option(name: .long, parsing: .unconditional, help: "Milliseconds to collect further mDNS results after the first one (default \(defaults.collectionWindowMilliseconds)).")
+    @Option(name: .long, parsing: .unconditional, help: "Milliseconds to collect further mDNS results after the first one (default \(AppConfiguration.defaultValue("collection-window-ms"))).")
     var collectionWindowMs: Int?
 
-    @Option(name: .long, parsing: .unconditional, help: "Seconds an mDNS browse is kept after the last query that used it (default \(number(defaults.browseIdleTimeoutSeconds))).")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds an mDNS browse is kept after the last query that used it (default \(AppConfiguration.defaultValue("browse-idle-timeout"))).")
     var browseIdleTimeout: Double?
 
-    @Option(name: .long, help: "Suppress 169.254/16 and fe80::/10 addresses in answers: true or false (default \(defaults.suppressLinkLocal)).")
+    @Option(name: .long, help: "Suppress 169.254/16 and fe80::/10 addresses in answers: true or false (default \(AppConfiguration.defaultValue("suppress-link-local"))).")
     var suppressLinkLocal: Bool?
 
     @Option(name: .long, help: ArgumentHelp("Admin HTTP endpoint (metrics, health, status page), or off. Default \(defaults.admin.map { "\($0)" } ?? "off").", valueName: "ADDR:PORT"))
@@ -82,10 +78,10 @@ struct DiscoveryProxyCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Where state is kept, such as the self-signed certificate (default \(defaults.push.stateDirectory)).", valueName: "DIR"))
     var stateDir: String?
 
-    @Option(name: .long, parsing: .unconditional, help: "Concurrent DNS Push sessions; more get a Retry Delay (default \(defaults.push.maxSessions)).")
+    @Option(name: .long, parsing: .unconditional, help: "Concurrent DNS Push sessions; more get a Retry Delay (default \(AppConfiguration.defaultValue("push.max-sessions"))).")
     var pushMaxSessions: Int?
 
-    @Option(name: .long, parsing: .unconditional, help: "Seconds between the link inventories shown on the status page, 0 for none (default \(number(defaults.inventoryIntervalSeconds))).")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds between the link inventories shown on the status page, 0 for none (default \(AppConfiguration.defaultValue("inventory-interval"))).")
     var inventoryInterval: Double?
 
     @Option(name: .long, help: ArgumentHelp("After binding every socket (port 53 needs root or CAP_NET_BIND_SERVICE), run as this user.", valueName: "NAME"))
@@ -201,13 +197,13 @@ struct DiscoveryProxyCommand: ParsableCommand {
             }
         }
         if !listen.isEmpty {
-            config.listen = []
+            config.server.listenAddresses = []
             for text in listen {
                 guard let address = AppConfiguration.ListenAddress(text) else {
                     errors.append(ConfigError(key: "--listen", value: text, reason: "expected ADDR:PORT, e.g. 0.0.0.0:53 or [::]:53"))
                     continue
                 }
-                config.listen.append(address)
+                config.server.listenAddresses.append(address)
             }
         }
         for (key, flag, value) in scalarFlags {

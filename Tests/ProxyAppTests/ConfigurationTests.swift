@@ -14,22 +14,25 @@ struct ConfigurationTests {
         "eth2": [IPPrefix("198.51.100.1/24")!],
     ])
 
-    @Test("settings in seconds become runtime durations in one place, to the millisecond")
+    @Test("settings in seconds are read straight into durations, to the millisecond")
     func runtimeSettings() throws {
-        var config = AppConfiguration()
+        // 0.57 s is 569.99… ms as a Double: rounded, not truncated.
+        var (config, errors) = AppConfiguration.parse(yaml: """
+            negative-timeout: 0.57
+            tcp: {idle-timeout: 2.5}
+            push: {keepalive-interval: 0.29}
+            """)
+        #expect(errors.isEmpty)
         config.links = [AppConfiguration.LinkSpec(interface: "eth1", domain: try DNSName("lab1.example."))]
-        config.negativeTimeoutSeconds = 0.57  // 569.99… ms as a Double: rounded, not truncated
-        config.tcpIdleTimeoutSeconds = 2.5
-        config.push.keepaliveIntervalSeconds = 0.29
         #expect(config.proxyConfiguration(interfaces: interfaces).negativeTimeout == .milliseconds(570))
         #expect(config.serverConfiguration.tcpIdleTimeout == .milliseconds(2500))
-        #expect(config.serverConfiguration.listenAddresses == config.listen)
-        #expect(config.pushConfiguration.keepaliveInterval == .milliseconds(290))
+        #expect(config.serverConfiguration.listenAddresses == config.server.listenAddresses)
+        #expect(config.pushSessions.keepaliveInterval == .milliseconds(290))
         let tls = config.pushListenerConfiguration(certificateFile: "c", privateKeyFile: "k")
-        #expect(tls.idleTimeout == .milliseconds(2500) && tls.maxConnections == config.push.maxSessions + 64)
+        #expect(tls.idleTimeout == .milliseconds(2500) && tls.maxConnections == config.pushSessions.maxSessions + 64)
         // Defaults are the owners': the listeners', avahi's.
-        #expect(AppConfiguration().listen == DNSServerConfiguration.defaultListenAddresses)
-        #expect(AppConfiguration().avahiObjectsPerClient == AvahiBackend.defaultClientObjectLimit)
+        #expect(AppConfiguration().server.listenAddresses == DNSServerConfiguration.defaultListenAddresses)
+        #expect(AppConfiguration().avahi.perClient == AvahiBackend.defaultClientObjectLimit)
     }
 
     @Test("the shipped example file parses and, with a link, validates")
@@ -39,8 +42,8 @@ struct ConfigurationTests {
         var (config, readErrors) = AppConfiguration.load(file: path)
         #expect(readErrors.isEmpty)
         #expect(config.links.isEmpty)
-        #expect(config.listen.map(\.description) == ["[::]:53", "0.0.0.0:53"])
-        #expect(config.negativeTimeoutSeconds == 0.8)
+        #expect(config.server.listenAddresses.map(\.description) == ["[::]:53", "0.0.0.0:53"])
+        #expect(config.proxy.negativeTimeout == .milliseconds(800))
         config.links = [.init(interface: "eth1", domain: try DNSName("lab1.example."))]
         config.serverName = try DNSName("ns.example.")
         #expect(config.validate(interfaces: interfaces).isEmpty)
@@ -109,8 +112,8 @@ struct ConfigurationTests {
         #expect(config.render(interfaces: interfaces).contains("negative-timeout: 3.0  # longer than recursive resolvers wait"))
         #expect(AppConfiguration().negativeTimeoutAdvice == nil)
         #expect(!proxy.suppressLinkLocal)
-        #expect(config.tcpIdleTimeoutSeconds == 5)
-        #expect(config.listen[1].host == "::1")
+        #expect(config.server.tcpIdleTimeout == .seconds(5))
+        #expect(config.server.listenAddresses[1].host == "::1")
     }
 
     @Test("every error names the key, the value and why, all at once")
@@ -147,14 +150,14 @@ struct ConfigurationTests {
         var config = AppConfiguration()
         config.links = [.init(interface: "eth1", domain: try DNSName("Building\\0322's.example."))]
         config.serverName = try DNSName("ns.example.")
-        config.listen = [.init(host: "::1", port: 5300)]
+        config.server.listenAddresses = [.init(host: "::1", port: 5300)]
         config.links[0].subnets = [IPPrefix("2001:db8:1::/64")!]
         let (reloaded, errors) = AppConfiguration.parse(yaml: config.render(interfaces: interfaces))
         #expect(errors.isEmpty, "\(errors)")
         #expect(reloaded.allowClients?.contains(IPPrefix("::1/128")!) == true, "IPv6 prefixes survive YAML")
         #expect(reloaded.links[0].subnets == [IPPrefix("2001:db8:1::/64")!])
         #expect(reloaded.links[0].domain.labels[0] == Array("Building 2's".utf8))
-        #expect(reloaded.listen == config.listen)
+        #expect(reloaded.server.listenAddresses == config.server.listenAddresses)
         #expect(reloaded.serverName == config.serverName)
     }
 
@@ -167,15 +170,15 @@ struct ConfigurationTests {
             rate-limit: {responses-per-second: 50, burst: 100, ipv4-prefix-length: 24, ipv6-prefix-length: 56, slip: 3}
             """)
         #expect(errors.isEmpty, "\(errors)")
-        #expect(config.maxBrowses == 500)
+        #expect(config.proxy.maxBrowses == 500)
         #expect(config.rateLimit.responsesPerSecond == 50 && config.rateLimit.burst == 100 && config.rateLimit.slip == 3)
         #expect(config.user == "root")
-        #expect(config.interfaceCheckSeconds == 2)
+        #expect(config.interfaceCheck == .seconds(2))
         #expect(AppConfiguration().rateLimit.isEnabled == false, "off by default")
         var bad = config
         bad.links = [.init(interface: "eth1", domain: try DNSName("lab1.example."))]
         bad.serverName = try DNSName("ns.example.")
-        bad.maxBrowses = 100_000
+        bad.proxy.maxBrowses = 100_000
         bad.rateLimit.ipv4PrefixLength = 40
         bad.user = "no-such-user-dpt"
         let problems = bad.validate(interfaces: interfaces).map(\.description)
@@ -186,7 +189,7 @@ struct ConfigurationTests {
         withLink.links = bad.links
         let (reloaded, again) = AppConfiguration.parse(yaml: withLink.render(interfaces: interfaces))
         #expect(again.isEmpty, "\(again)")
-        #expect(reloaded.rateLimit == config.rateLimit && reloaded.maxBrowses == 500 && reloaded.user == "root")
+        #expect(reloaded.rateLimit == config.rateLimit && reloaded.proxy.maxBrowses == 500 && reloaded.user == "root")
     }
 
     @Test("TCP limits per subnet and on a connection's lifetime: defaults printed, bad values named")
@@ -216,14 +219,14 @@ struct ConfigurationTests {
         #expect(errors.isEmpty, "\(errors)")
         #expect(config.validate(interfaces: interfaces).isEmpty)
         #expect(config.links[0].realm == "building-1")
-        #expect(config.privateRealms.realms.map(\.name) == ["building-1", "guest"])
+        #expect(config.proxy.privateRealms.realms.map(\.name) == ["building-1", "guest"])
         let proxy = config.proxyConfiguration(interfaces: interfaces)
         #expect(proxy.links[0].realm == "building-1")
         #expect(proxy.privateRealms.realm(of: [10, 99, 3, 4]) == "guest")
         let printed = config.render(interfaces: interfaces)
         #expect(printed.contains("    realm: building-1\n"))
         #expect(printed.contains("private-realms:\n  building-1: [\"10.1.0.0/16\", \"fd00:1::/48\"]\n  guest: [\"10.99.0.0/16\"]"))
-        #expect(AppConfiguration.parse(yaml: printed).0.privateRealms == config.privateRealms)
+        #expect(AppConfiguration.parse(yaml: printed).0.proxy.privateRealms == config.proxy.privateRealms)
         #expect(AppConfiguration().render(interfaces: interfaces).contains(
             "private-realms: {}  # none: private addresses are shown to every client"))
 
@@ -351,9 +354,9 @@ struct ConfigurationTests {
         // a print reads back as itself.
         let printed = reloaded.render(interfaces: interfaces)
         #expect(AppConfiguration.parse(yaml: printed).0.render(interfaces: interfaces) == printed)
-        #expect(reloaded.tcpMaxInFlightPerConnection == 16 && reloaded.push.keepaliveIntervalSeconds == 20)
+        #expect(reloaded.server.maxInFlightPerConnection == 16 && reloaded.pushSessions.keepaliveInterval == .seconds(20))
         #expect(!reloaded.proxyConfiguration(interfaces: interfaces).learnsAnswerTimes)
-        #expect(reloaded.tcpMaxConnectionsPerSubnet == 20 && reloaded.tcpMaxConnectionLifetimeSeconds == 3600)
+        #expect(reloaded.server.maxTCPConnectionsPerSubnet == 20 && reloaded.server.tcpMaxConnectionLifetime == .seconds(3600))
         #expect(reloaded.proxyConfiguration(interfaces: interfaces).mdnsAnnouncePacing
             == AnnouncementPacing(packetsPerSecond: 5, burst: 10))
         // Unknown keys are found at the top and inside sections, from the same table.
@@ -362,12 +365,14 @@ struct ConfigurationTests {
         // A flag goes through its option: parsed and named after the flag.
         var flagged = AppConfiguration()
         #expect(flagged.apply("negative-timeout", flag: "--negative-timeout", 2.5).isEmpty)
-        #expect(flagged.negativeTimeoutSeconds == 2.5)
+        #expect(flagged.proxy.negativeTimeout == .milliseconds(2500))
         #expect(flagged.apply("admin", flag: "--admin", "nope").map(\.description)
             == ["--admin: \"nope\": expected ADDR:PORT (e.g. 127.0.0.1:8053) or off"])
         // One default, the proxy's own.
-        #expect(AppConfiguration().maxBrowses == ProxyConfiguration(links: [], serverName: .root).maxBrowses)
-        #expect(AppConfiguration().negativeTimeoutSeconds == 0.8)
+        #expect(AppConfiguration().proxy.maxBrowses == ProxyConfiguration(links: [], serverName: .root).maxBrowses)
+        #expect(AppConfiguration().proxy.negativeTimeout == .milliseconds(800))
+        #expect(AppConfiguration.defaultValue("negative-timeout") == "0.8")
+        #expect(AppConfiguration.defaultValue("browse-idle-timeout") == "120")
     }
 
     @Test("listen addresses parse IPv4 and bracketed IPv6 only")
@@ -455,9 +460,9 @@ struct ConfigurationTests {
         #expect(config.push.onTCP == false)
         #expect(config.warnings(interfaces: router).isEmpty)
         config.push.onTCP = true
-        config.listen = [.init(host: "127.0.0.1", port: 53), .init(host: "::1", port: 53)]
+        config.server.listenAddresses = [.init(host: "127.0.0.1", port: 53), .init(host: "::1", port: 53)]
         #expect(config.warnings(interfaces: router).isEmpty, "loopback only: a lab")
-        config.listen.append(.init(host: "0.0.0.0", port: 53))
+        config.server.listenAddresses.append(.init(host: "0.0.0.0", port: 53))
         let warning = try #require(config.warnings(interfaces: router).first)
         #expect(warning.hasPrefix("push.on-tcp: DNS Push sessions are accepted in cleartext on 0.0.0.0:53"))
         #expect(warning.contains("RFC 8765 §4") && warning.contains("push.on-tcp: false"))

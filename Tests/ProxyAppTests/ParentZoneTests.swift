@@ -1,3 +1,4 @@
+import DNSServer
 import DNSWire
 import DiscoveryProxy
 @testable import ProxyApp
@@ -17,7 +18,7 @@ struct ParentZoneTests {
         second.hostZone = try DNSName("lab2-hosts.example.com.")
         config.links = [.init(interface: "eth1", domain: try DNSName("lab1.example.com.")), second]
         config.serverName = try DNSName("ns1.example.com.")
-        config.nameServers = [try DNSName("ns1.example.com."), try DNSName("ns2.example.com.")]
+        config.proxy.nameServers = [try DNSName("ns1.example.com."), try DNSName("ns2.example.com.")]
         return config
     }
 
@@ -44,7 +45,7 @@ struct ParentZoneTests {
     @Test("a specific listen address is the glue")
     func listenGlue() throws {
         var config = try config()
-        config.listen = [AppConfiguration.ListenAddress("203.0.113.5:53")!, AppConfiguration.ListenAddress("127.0.0.1:5300")!]
+        config.server.listenAddresses = [AppConfiguration.ListenAddress("203.0.113.5:53")!, AppConfiguration.ListenAddress("127.0.0.1:5300")!]
         let text = ParentZone.render(config, interfaces: interfaces)
         #expect(text.contains("ns1.example.com.\t3600\tIN\tA\t203.0.113.5\t; glue"))
         #expect(!text.contains("192.0.2.1\t; glue") && !text.contains("127.0.0.1"))
@@ -63,7 +64,7 @@ struct ParentZoneTests {
         }
         #expect(soa.mname == (try DNSName("ns1.example.com.")))
         var wrong = config
-        wrong.nameServers = [try DNSName("ns2.example.com."), try DNSName("ns.lab1.example.com.")]
+        wrong.proxy.nameServers = [try DNSName("ns2.example.com."), try DNSName("ns.lab1.example.com.")]
         let errors = wrong.validate(interfaces: interfaces).map(\.description)
         #expect(errors.contains { $0.contains("must list this proxy's own server-name") })
         #expect(errors.contains { $0.contains("ns.lab1.example.com.") && $0.contains("must not") })

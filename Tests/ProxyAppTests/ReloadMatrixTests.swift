@@ -79,7 +79,7 @@ struct ReloadMatrixTests {
         var config = AppConfiguration()
         config.serverName = try! DNSName("proxy.example.")
         config.links = [.init(interface: "lab0", domain: try! DNSName("lab1.example."))]
-        config.listen = [AppConfiguration.ListenAddress(host: "127.0.0.1", port: 5300)]
+        config.server.listenAddresses = [AppConfiguration.ListenAddress(host: "127.0.0.1", port: 5300)]
         config.push.listen = [AppConfiguration.ListenAddress(host: "127.0.0.1", port: 8853)]
         config.push.certificateFile = "/etc/discovery-proxy/push.crt"
         config.push.privateKeyFile = "/etc/discovery-proxy/push.key"
@@ -104,10 +104,10 @@ struct ReloadMatrixTests {
                 responder: SilentResponder())
             parts = RunningParts(
                 proxy: proxy, server: DNSServer(configuration: base.serverConfiguration, responder: SilentResponder()),
-                pushListener: listener, push: PushService(proxy: proxy, configuration: base.pushConfiguration, logger: logger),
-                rateLimiter: ResponseRateLimiter(base.rateLimit), avahi: LimitsHolder(base.avahiLimits),
+                pushListener: listener, push: PushService(proxy: proxy, configuration: base.pushSessions, logger: logger),
+                rateLimiter: ResponseRateLimiter(base.rateLimit), avahi: LimitsHolder(base.avahi),
                 logLevel: LogLevelSwitch(base.level),
-                interfaceCheck: IntervalSetting(.configured(seconds: base.interfaceCheckSeconds)),
+                interfaceCheck: IntervalSetting(base.interfaceCheck),
                 browseDomains: BrowseDomainAnnouncer(publisher: NullPublisher(), logger: logger))
             parts.apply(base, interfaces: interfaces)
             reloader = Reloader(
