@@ -101,7 +101,7 @@ let package = Package(
         .target(
             name: "DNSServer",
             dependencies: [
-                "EventCounting",
+                "DNSWire", "EventCounting",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOExtras", package: "swift-nio-extras"),
@@ -236,7 +236,7 @@ let package = Package(
         .testTarget(
             name: "DNSServerTests",
             dependencies: [
-                "DNSServer", .product(name: "MetricsTestKit", package: "swift-metrics"),
+                "DNSServer", "DNSWire", .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -8,7 +8,7 @@ import Synchronization
 /// The levels `/metrics` shows, set from an `AdminStatus` snapshot before each scrape: open TCP
 /// connections, cache entries and hit ratio, the mDNS backend's connection and clients, live
 /// browses per link, and the build. No counters: every counter is incremented by its own
-/// module where the event happens (`ProxyMetrics`, `DNSServerMetrics`, the avahi backend).
+/// module where the event happens (`ProxyMetrics`, `DNSServerCounters`, the avahi backend).
 ///
 /// Made through swift-metrics backed by the given registry (an explicit
 /// `PrometheusMetricsFactory(registry:)`, not the global `MetricsSystem`).

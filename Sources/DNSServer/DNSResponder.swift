@@ -1,38 +1,5 @@
+import DNSWire
 import NIOCore
-
-/// The transport a query arrived on; decides the size limit of the answer.
-public enum DNSTransport: String, Sendable {
-    case udp
-    case tcp
-}
-
-/// Who sent a query, for ACLs, rate limits and logs.
-public struct DNSClient: Sendable, CustomStringConvertible {
-    /// Address bytes: 4 for IPv4, 16 for IPv6 (IPv4-mapped IPv6 is unmapped to 4).
-    public var address: [UInt8]
-    public var port: Int
-    public var transport: DNSTransport
-    /// The idle timeout the server holds for the TCP connection the query came on, to be told
-    /// to a client that asks with edns-tcp-keepalive (RFC 7828 §3.3.2). Zero when the server
-    /// wants the connection closed; nil over UDP and inside a DSO session, where the option
-    /// must not be sent (RFC 7828 §3.3.1, RFC 8490 §7.1.2).
-    public var tcpIdleTimeout: Duration?
-
-    public init(address: [UInt8], port: Int, transport: DNSTransport, tcpIdleTimeout: Duration? = nil) {
-        self.address = address
-        self.port = port
-        self.transport = transport
-        self.tcpIdleTimeout = tcpIdleTimeout
-    }
-
-    /// `192.0.2.1:53/udp`, `[2001:db8::1]:53/tcp`: the address as NIO (`inet_ntop`) writes it.
-    public var description: String {
-        let text =
-            (try? SocketAddress(packedIPAddress: ByteBuffer(bytes: address), port: port))?.ipAddress
-            ?? address.map(String.init).joined(separator: ".")
-        return (address.count == 16 ? "[\(text)]" : text) + ":\(port)/\(transport.rawValue)"
-    }
-}
 
 /// What the network front ends hand queries to. The servers only move bytes: decoding,
 /// answering and encoding (within the transport's size limit) are the responder's job.
@@ -74,5 +41,27 @@ public struct DNSAnswerReplay: Sendable {
         self.lifetime = lifetime
         self.isCurrent = isCurrent
         self.replayed = replayed
+    }
+}
+
+extension DNSClient {
+    /// The client behind `address`: 4 address bytes for IPv4 and IPv4-mapped IPv6, 16 for IPv6;
+    /// no bytes and port 0 for other or unknown addresses.
+    init(_ address: SocketAddress?, transport: DNSTransport) {
+        // Raw sockaddr layouts: sockaddr_in has the address at offset 4, sockaddr_in6 at offset 8
+        // (after family/len, port and flow info), both in network byte order.
+        switch address {
+        case .v4(let v4)?:
+            let bytes = withUnsafeBytes(of: v4.address) { Array($0[4..<8]) }
+            self.init(address: bytes, port: address?.port ?? 0, transport: transport)
+        case .v6(let v6)?:
+            var bytes = withUnsafeBytes(of: v6.address) { Array($0[8..<24]) }
+            if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF {
+                bytes = Array(bytes[12..<16])
+            }
+            self.init(address: bytes, port: address?.port ?? 0, transport: transport)
+        default:
+            self.init(address: [], port: 0, transport: transport)
+        }
     }
 }

@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import DNSWire
 import CoreMetrics
 import Logging
 import NIOCore

@@ -1,3 +1,4 @@
+import DNSWire
 import CoreMetrics
 import EventCounting
 import Synchronization
@@ -103,8 +104,8 @@ final class DNSServerCounters: Sendable {
         self.closed = closed
     }
 
-    func queryReceived(overTCP: Bool) {
-        (overTCP ? tcpQueriesReceived : udpQueriesReceived).increment()
+    func queryReceived(over transport: DNSTransport) {
+        (transport == .tcp ? tcpQueriesReceived : udpQueriesReceived).increment()
     }
 
     /// Every accepted connection, including those closed at once for a limit.

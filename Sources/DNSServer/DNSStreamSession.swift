@@ -1,3 +1,4 @@
+import DNSWire
 import NIOCore
 import NIOPosix
 

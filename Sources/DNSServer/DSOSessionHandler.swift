@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import DNSWire
 import Logging
 import NIOCore
 import NIOExtras
@@ -69,7 +70,7 @@ final class DSOSessionHandler: ChannelInboundHandler {
             return
         }
         self.inReadBurst = true
-        self.counters.queryReceived(overTCP: true)
+        self.counters.queryReceived(over: .tcp)
         self.openSession(context: context).receive(message)
     }
 

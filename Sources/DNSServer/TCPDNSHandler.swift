@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import DNSWire
 import Logging
 import NIOCore
 import NIOExtras
@@ -149,7 +150,7 @@ final class TCPDNSHandler: ChannelDuplexHandler {
             self.logger.debug("dropping zero-length TCP message")
             return
         }
-        self.counters.queryReceived(overTCP: true)
+        self.counters.queryReceived(over: .tcp)
         let message = Array(frame.readableBytesView)
         self.cancelIdleTimer()
         _ = self.connection.queryRead(message)

@@ -1,3 +1,4 @@
+import DNSWire
 import Logging
 import NIOCore
 import Synchronization
@@ -128,7 +129,7 @@ final class UDPDNSHandler: ChannelInboundHandler {
             self.counters.update { $0.udpDroppedShuttingDown += 1 }
             return
         }
-        self.counters.queryReceived(overTCP: false)
+        self.counters.queryReceived(over: .udp)
         let remote = envelope.remoteAddress
         let clientKey = ReplayCache.ClientKey(remote)
         if let cache = self.replayCache,

@@ -1,3 +1,4 @@
+import DNSWire
 import MetricsTestKit
 import NIOCore
 import Testing

@@ -1,3 +1,4 @@
+import DNSWire
 import DNSServer
 import NIOCore
 import NIOExtras

@@ -1,3 +1,4 @@
+import DNSWire
 import Testing
 
 @testable import DNSServer

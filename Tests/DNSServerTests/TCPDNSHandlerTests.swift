@@ -1,3 +1,4 @@
+import DNSWire
 @testable import DNSServer
 import NIOCore
 import NIOEmbedded

@@ -18,21 +18,21 @@ struct AnswerMemoTests {
     @Test("an entry answers the same query bytes in the same epoch, with the asker's ID")
     func storeAndAnswer() {
         var memo = AnswerMemo()
-        let key = AnswerMemo.Key(query: query(id: 1), overTCP: false)
+        let key = AnswerMemo.Key(query: query(id: 1), transport: .udp)
         memo.store(AnswerMemo.Answer(bytes: [0, 1, 0x84, 0, 9, 9], rcode: "noError"), for: key, epoch: 3)
-        let answer = memo.answer(to: AnswerMemo.Key(query: query(id: 0xBEEF), overTCP: false), id: 0xBEEF, epoch: 3)
+        let answer = memo.answer(to: AnswerMemo.Key(query: query(id: 0xBEEF), transport: .udp), id: 0xBEEF, epoch: 3)
         #expect(answer?.bytes == [0xBE, 0xEF, 0x84, 0, 9, 9])
         #expect(answer?.rcode == "noError")
-        #expect(memo.answer(to: AnswerMemo.Key(query: query(id: 1), overTCP: true), id: 1, epoch: 3) == nil, "TCP has its own limit")
-        #expect(memo.answer(to: AnswerMemo.Key(query: query(id: 1, type: .srv), overTCP: false), id: 1, epoch: 3) == nil)
+        #expect(memo.answer(to: AnswerMemo.Key(query: query(id: 1), transport: .tcp), id: 1, epoch: 3) == nil, "TCP has its own limit")
+        #expect(memo.answer(to: AnswerMemo.Key(query: query(id: 1, type: .srv), transport: .udp), id: 1, epoch: 3) == nil)
         #expect(memo.answer(to: key, id: 1, epoch: 4) == nil, "a later epoch may have other data")
     }
 
     @Test("a newer epoch drops the older entries; an answer from an older epoch is not kept")
     func epochs() {
         var memo = AnswerMemo()
-        let a = AnswerMemo.Key(query: query(id: 1), overTCP: false)
-        let b = AnswerMemo.Key(query: query(id: 1, type: .srv), overTCP: false)
+        let a = AnswerMemo.Key(query: query(id: 1), transport: .udp)
+        let b = AnswerMemo.Key(query: query(id: 1, type: .srv), transport: .udp)
         memo.store(AnswerMemo.Answer(bytes: [0, 0, 1], rcode: "noError"), for: a, epoch: 5)
         memo.store(AnswerMemo.Answer(bytes: [0, 0, 2], rcode: "noError"), for: b, epoch: 6)
         #expect(memo.count == 1)
@@ -48,19 +48,19 @@ struct AnswerMemoTests {
         for n in 0..<10 {
             memo.store(
                 AnswerMemo.Answer(bytes: [0, 0, UInt8(n)], rcode: "noError"),
-                for: AnswerMemo.Key(query: query(id: 0, "n\(n).lab1.example.", type: .a), overTCP: false), epoch: 1)
+                for: AnswerMemo.Key(query: query(id: 0, "n\(n).lab1.example.", type: .a), transport: .udp), epoch: 1)
             #expect(memo.count <= 4)
         }
         memo.store(
             AnswerMemo.Answer(bytes: Array(repeating: 0, count: 60), rcode: "noError"),
-            for: AnswerMemo.Key(query: query(id: 0, "big1.lab1.example.", type: .a), overTCP: false), epoch: 1)
+            for: AnswerMemo.Key(query: query(id: 0, "big1.lab1.example.", type: .a), transport: .udp), epoch: 1)
         memo.store(
             AnswerMemo.Answer(bytes: Array(repeating: 0, count: 60), rcode: "noError"),
-            for: AnswerMemo.Key(query: query(id: 0, "big2.lab1.example.", type: .a), overTCP: false), epoch: 1)
+            for: AnswerMemo.Key(query: query(id: 0, "big2.lab1.example.", type: .a), transport: .udp), epoch: 1)
         #expect(memo.count == 1, "120 bytes do not fit in 100")
         memo.store(
             AnswerMemo.Answer(bytes: Array(repeating: 0, count: 101), rcode: "noError"),
-            for: AnswerMemo.Key(query: query(id: 0, "huge.lab1.example.", type: .a), overTCP: false), epoch: 1)
+            for: AnswerMemo.Key(query: query(id: 0, "huge.lab1.example.", type: .a), transport: .udp), epoch: 1)
         #expect(memo.count == 1, "an answer over the byte bound is not kept at all")
     }
 
@@ -70,7 +70,7 @@ struct AnswerMemoTests {
         var replies: [[UInt8]] = []
         for (id, client) in [(UInt16(1), [UInt8]([192, 0, 2, 1])), (2, [192, 0, 2, 2])] {
             let box = ProxyReplies()
-            h.proxy.handle(query: query(id: id), overTCP: false, client: client) { box.add($0) }
+            h.proxy.handle(query: query(id: id), from: .test(client)) { box.add($0) }
             replies.append(box.last?.bytes ?? [])
         }
         #expect(Array(replies[0].dropFirst(2)) == Array(replies[1].dropFirst(2)))
@@ -86,13 +86,13 @@ struct AnswerMemoTests {
     func aclFirst() throws {
         let h = Harness { $0.allowedClients = [IPPrefix("192.0.2.0/24")!] }
         let ignored = ProxyReplies()
-        h.proxy.handle(query: query(id: 1), overTCP: false, client: [192, 0, 2, 1]) { ignored.add($0) }
+        h.proxy.handle(query: query(id: 1), from: .test([192, 0, 2, 1])) { ignored.add($0) }
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(printer))
         h.clock.advance(by: .seconds(1))
-        h.proxy.handle(query: query(id: 2), overTCP: false, client: [192, 0, 2, 1]) { ignored.add($0) }
+        h.proxy.handle(query: query(id: 2), from: .test([192, 0, 2, 1])) { ignored.add($0) }
         #expect(ignored.last.flatMap { $0.bytes.flatMap { try? Message(wire: $0) } }?.answers.count == 1)
         let refused = ProxyReplies()
-        h.proxy.handle(query: query(id: 3), overTCP: false, client: [198, 51, 100, 1]) { refused.add($0) }
+        h.proxy.handle(query: query(id: 3), from: .test([198, 51, 100, 1])) { refused.add($0) }
         #expect(refused.last.flatMap { $0.bytes.flatMap { try? Message(wire: $0) } }?.rcode == .refused)
     }
 }

@@ -60,7 +60,7 @@ struct BrowseLimitTests {
     func keepsSubscribedBrowses() throws {
         let h = flooded(max: 2)
         let service = PushService(proxy: h.proxy, logger: Logger(label: "test"))
-        let session = service.openSession(client: "test", transport: FakeTransport())
+        let session = service.openSession(client: .test(tcp: true), transport: FakeTransport())
         session.receive(DSOMessage(id: 1, tlvs: [PushSubscribe(name: try DNSName("watched.lab1.example."), type: .a).tlv]).encode())
         h.ask("idle.lab1.example.", .a)
         h.clock.advance(by: .seconds(40))  // both browses idle past BrowseLimit.minimumIdle

@@ -13,7 +13,7 @@ struct FarRecordsTests {
     func route(allow: [String]?) -> AnnouncementRoute {
         AnnouncementRoute(
             client: client, far: far, services: ServiceFilter(allow: allow), subtypes: ["_universal._sub._ipp._tcp"],
-            clientAddress: [198, 51, 100, 1])
+            requester: .test([198, 51, 100, 1]))
     }
 
     /// A small deterministic generator (xorshift), so that a failure can be replayed.

@@ -59,7 +59,7 @@ struct Harness {
 
     func send(_ bytes: [UInt8], tcp: Bool = false) -> Reply {
         let reply = Reply()
-        proxy.handle(query: bytes, overTCP: tcp) { reply.set($0) }
+        proxy.handle(query: bytes, from: .test(tcp: tcp)) { reply.set($0) }
         return reply
     }
 }
@@ -74,4 +74,11 @@ final class ProxyReplies: Sendable {
 
 extension ResourceRecord {
     var text: String { "\(name) \(ttl) \(rrClass) \(type) \(rdata)" }
+}
+
+extension DNSClient {
+    /// A client for tests: 127.0.0.1 unless said, over UDP or TCP.
+    static func test(_ address: [UInt8] = [127, 0, 0, 1], tcp: Bool = false, idle: Duration? = nil) -> DNSClient {
+        DNSClient(address: address, port: 5353, transport: tcp ? .tcp : .udp, tcpIdleTimeout: idle)
+    }
 }

@@ -20,7 +20,7 @@ struct LinkViewsTests {
     func ask(_ h: Harness, _ name: String, _ type: RRType, from client: [UInt8]) -> Message? {
         let reply = Harness.Reply()
         let query = Message(id: 7, questions: [Question(name: try! DNSName(name), type: type)])
-        h.proxy.handle(query: try! query.encode(), overTCP: false, client: client) { reply.set($0) }
+        h.proxy.handle(query: try! query.encode(), from: .test(client)) { reply.set($0) }
         return reply.message
     }
 
@@ -56,11 +56,11 @@ struct LinkViewsTests {
         let h = harness()
         let subscribe = PushSubscribe(name: try DNSName("_ipp._tcp.lab2.example."), type: .ptr)
         let sink = NullSink()
-        guard case .refused = h.proxy.subscribe(subscribe, session: 1, id: 1, client: guest, sink: sink) else {
+        guard case .refused = h.proxy.subscribe(subscribe, session: 1, id: 1, from: .test(guest), sink: sink) else {
             Issue.record("not refused")
             return
         }
-        guard case .subscribed = h.proxy.subscribe(subscribe, session: 1, id: 2, client: staff, sink: sink) else {
+        guard case .subscribed = h.proxy.subscribe(subscribe, session: 1, id: 2, from: .test(staff), sink: sink) else {
             Issue.record("not subscribed")
             return
         }

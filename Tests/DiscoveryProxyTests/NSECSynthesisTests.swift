@@ -120,7 +120,7 @@ struct NSECSynthesisTests {
         let h = Harness()
         let service = PushService(proxy: h.proxy, logger: Logger(label: "test"))
         let transport = FakeTransport()
-        let session = service.openSession(client: "test", transport: transport)
+        let session = service.openSession(client: .test(tcp: true), transport: transport)
         let subscribe = PushSubscribe(name: try DNSName("prnt.lab1.example."), type: .nsec)
         session.receive(DSOMessage(id: 4, tlvs: [subscribe.tlv]).encode())
         #expect(transport.messages.first?.rcode == .noError)

@@ -14,10 +14,10 @@ struct OperatorControlsTests {
     func clientACL() throws {
         let h = Harness { $0.allowedClients = [IPPrefix("127.0.0.0/8")!, IPPrefix("192.0.2.0/24")!] }
         let reply = Harness.Reply()
-        h.proxy.handle(query: query("lab1.example.", .soa), overTCP: false, client: [198, 51, 100, 7]) { reply.set($0) }
+        h.proxy.handle(query: query("lab1.example.", .soa), from: .test([198, 51, 100, 7])) { reply.set($0) }
         #expect(reply.message?.rcode == .refused)
         let allowed = Harness.Reply()
-        h.proxy.handle(query: query("lab1.example.", .soa), overTCP: false, client: [192, 0, 2, 44]) { allowed.set($0) }
+        h.proxy.handle(query: query("lab1.example.", .soa), from: .test([192, 0, 2, 44])) { allowed.set($0) }
         #expect(allowed.message?.rcode == .noError)
         #expect(h.proxy.stats.aclRefused == 1)
         #expect(h.backend.started.isEmpty)

@@ -35,12 +35,11 @@ struct PrivateRealmsTests {
     @Test("hidden only when link and client are both in a realm, and in different ones")
     func whenHidden() {
         var link = Link(interface: "eth1", zone: try! DNSName("lab1.example."), realm: "lab1")
-        #expect(!Self.realms.hidesPrivateAddresses(of: link, from: [192, 0, 2, 9]))
-        #expect(Self.realms.hidesPrivateAddresses(of: link, from: [198, 51, 100, 9]))
-        #expect(!Self.realms.hidesPrivateAddresses(of: link, from: [203, 0, 113, 9]), "client in no realm")
-        #expect(!Self.realms.hidesPrivateAddresses(of: link, from: nil))
+        #expect(!Self.realms.hidesPrivateAddresses(of: link, from: .test([192, 0, 2, 9])))
+        #expect(Self.realms.hidesPrivateAddresses(of: link, from: .test([198, 51, 100, 9])))
+        #expect(!Self.realms.hidesPrivateAddresses(of: link, from: .test([203, 0, 113, 9])), "client in no realm")
         link.realm = nil
-        #expect(!Self.realms.hidesPrivateAddresses(of: link, from: [198, 51, 100, 9]), "link in no realm")
+        #expect(!Self.realms.hidesPrivateAddresses(of: link, from: .test([198, 51, 100, 9])), "link in no realm")
     }
 
     func harness() -> Harness {
@@ -53,7 +52,7 @@ struct PrivateRealmsTests {
     func ask(_ h: Harness, _ name: String, _ type: RRType, from client: [UInt8]) -> Harness.Reply {
         let reply = Harness.Reply()
         let query = Message(id: 9, questions: [Question(name: try! DNSName(name), type: type)], edns: EDNS())
-        h.proxy.handle(query: try! query.encode(), overTCP: false, client: client) { reply.set($0) }
+        h.proxy.handle(query: try! query.encode(), from: .test(client)) { reply.set($0) }
         return reply
     }
 

@@ -43,10 +43,10 @@ struct ProxyMetricsTests {
         let h = Harness(metrics: metrics) { $0.allowedClients = [IPPrefix("192.0.2.0/24")!] }
         let tickets = Mutex<[ReplayTicket]>([])
         let outside = try Message(id: 1, questions: [Question(name: DNSName("www.example.org."), type: .a)]).encode()
-        h.proxy.handle(query: outside, overTCP: false, client: [192, 0, 2, 9]) { (reply: ProxyReply) in
+        h.proxy.handle(query: outside, from: .test([192, 0, 2, 9])) { (reply: ProxyReply) in
             if let ticket = reply.replay { tickets.withLock { $0.append(ticket) } }
         }
-        h.proxy.handle(query: outside, overTCP: false, client: [198, 51, 100, 7]) { (_: ProxyReply) in }
+        h.proxy.handle(query: outside, from: .test([198, 51, 100, 7])) { (_: ProxyReply) in }
         #expect(try value(metrics, "dns_refused_queries_total") == 2)
         #expect(try value(metrics, "dns_acl_refused_total") == 1)
         let ticket = try #require(tickets.withLock { $0.first })

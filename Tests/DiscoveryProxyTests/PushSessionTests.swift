@@ -29,7 +29,7 @@ struct PushSessionTests {
 
     func open(_ h: Harness, _ service: PushService) -> (PushSession, FakeTransport) {
         let transport = FakeTransport()
-        return (service.openSession(client: "test", transport: transport), transport)
+        return (service.openSession(client: .test(tcp: true), transport: transport), transport)
     }
 
     func subscribe(_ session: PushSession, id: UInt16, _ name: String, _ type: RRType) {

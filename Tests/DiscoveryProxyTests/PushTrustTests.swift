@@ -22,7 +22,7 @@ struct PushTrustTests {
 
     func open(_ service: PushService, from address: [UInt8]) -> (PushSession, FakeTransport) {
         let transport = FakeTransport()
-        return (service.openSession(client: "test", address: address, transport: transport), transport)
+        return (service.openSession(client: .test(address, tcp: true), transport: transport), transport)
     }
 
     func keepalive(_ id: UInt16) -> [UInt8] {

@@ -25,7 +25,7 @@ struct PushUsableTargetsTests {
         let service = PushService(proxy: h.proxy, logger: Logger(label: "test"))
         func subscribe(_ name: String, _ type: RRType) -> FakeTransport {
             let transport = FakeTransport()
-            let session = service.openSession(client: "test", transport: transport)
+            let session = service.openSession(client: .test(tcp: true), transport: transport)
             session.receive(DSOMessage(id: 1, tlvs: [PushSubscribe(name: try! DNSName(name), type: type).tlv]).encode())
             return transport
         }
@@ -100,7 +100,7 @@ struct PushUsableTargetsTests {
         let w = try watch()
         linkLocalOnly(w)
         let late = FakeTransport()
-        let session = w.service.openSession(client: "late", transport: late)
+        let session = w.service.openSession(client: .test(tcp: true), transport: late)
         session.receive(
             DSOMessage(id: 1, tlvs: [PushSubscribe(name: try DNSName("_ipp._tcp.lab1.example."), type: .ptr).tlv]).encode())
         #expect(late.messages.count == 1 && late.messages[0].rcode == .noError && late.pushes.isEmpty)

@@ -11,10 +11,10 @@ import Testing
 struct ReplayTicketTests {
     let printer = try! DNSName("x._ipp._tcp.local.")
 
-    func ask(_ h: Harness, _ name: String, _ type: RRType, client: [UInt8]? = nil) -> ProxyReplies {
+    func ask(_ h: Harness, _ name: String, _ type: RRType, client: [UInt8] = [127, 0, 0, 1]) -> ProxyReplies {
         let replies = ProxyReplies()
         let query = Message(id: 7, questions: [Question(name: try! DNSName(name), type: type)], edns: EDNS(udpPayloadSize: 1232))
-        h.proxy.handle(query: try! query.encode(), overTCP: false, client: client) { replies.add($0) }
+        h.proxy.handle(query: try! query.encode(), from: .test(client)) { replies.add($0) }
         return replies
     }
 

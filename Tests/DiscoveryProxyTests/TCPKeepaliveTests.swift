@@ -20,7 +20,7 @@ struct TCPKeepaliveTests {
         let query = Message(
             id: id, questions: [Question(name: try! DNSName(name), type: type)],
             edns: EDNS(udpPayloadSize: 1232, options: options))
-        h.proxy.handle(query: try! query.encode(), overTCP: tcp, client: nil, tcpIdleTimeout: timeout) { replies.add($0) }
+        h.proxy.handle(query: try! query.encode(), from: .test(tcp: tcp, idle: timeout)) { replies.add($0) }
         return replies
     }
 

@@ -86,7 +86,7 @@ struct UsableTargetsTests {
         func srv(from client: [UInt8]) -> Int? {
             let reply = Harness.Reply()
             let query = Message(id: 3, questions: [Question(name: try! DNSName("x._ipp._tcp.lab1.example."), type: .srv)])
-            h.proxy.handle(query: try! query.encode(), overTCP: false, client: client) { reply.set($0) }
+            h.proxy.handle(query: try! query.encode(), from: .test(client)) { reply.set($0) }
             return reply.message?.answers.count
         }
         #expect(srv(from: [198, 51, 100, 9]) == 0)

@@ -36,7 +36,7 @@ struct QueryContext: Sendable {
 enum Asker: Sendable {
     /// A client, over `transport`: the answer is encoded within the size limit, sent through
     /// `respond`, and counted.
-    case client(QueryTransport, respond: @Sendable (ProxyReply) -> Void)
+    case client(DNSTransport, respond: @Sendable (ProxyReply) -> Void)
     /// A part of a client's composite query (one type of an NSEC answer, `NSECSynthesis`):
     /// the answer goes to the composite as a message, neither encoded, sent, nor counted as an
     /// answer (the composite's is); its cache hits and misses are the client's.
@@ -50,12 +50,6 @@ enum Asker: Sendable {
         if case .proxy = self { return false }
         return true
     }
-}
-
-/// The transport a client's query came over (the `transport` label of `dns_queries_total`).
-enum QueryTransport: String, Sendable {
-    case udp
-    case tcp
 }
 
 /// How the cache served a query (the `cache` label of `dns_answer_duration_seconds`).

@@ -44,10 +44,10 @@ public struct Link: Hashable, Sendable {
         self.clients = clients
     }
 
-    /// Whether `client` (4 or 16 bytes; nil: the proxy itself) may see this link.
-    public func isVisible(to client: [UInt8]?) -> Bool {
-        guard let clients, let client else { return true }
-        return clients.contains { $0.contains(client) }
+    /// Whether `client` may see this link.
+    public func isVisible(to client: DNSClient) -> Bool {
+        guard let clients else { return true }
+        return clients.contains { $0.contains(client.address) }
     }
 
     /// Whether every client in `subnet` may see this link.

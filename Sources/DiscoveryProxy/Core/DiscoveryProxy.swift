@@ -184,29 +184,25 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
 
     // MARK: Queries
 
-    /// Answers one query message. `respond` is called exactly once: synchronously for
-    /// everything but an mDNS miss, which is answered later from another thread. `client` is
-    /// the sender's address (4 or 16 bytes) for the client ACL; nil skips the check.
-    /// `tcpIdleTimeout`: the connection's idle timeout, announced to a TCP query that carries
-    /// edns-tcp-keepalive (RFC 7828 §3.3.2); nil announces nothing.
+    /// Answers one query message from `client`, whose front end says who sent it, over which
+    /// transport (the answer's size limit) and, over TCP, the connection's idle timeout
+    /// (announced to a query that carries edns-tcp-keepalive, RFC 7828 §3.3.2). `respond` is
+    /// called exactly once: synchronously for everything but an mDNS miss, which is answered
+    /// later from another thread.
     public func handle(
-        query bytes: [UInt8], overTCP: Bool, client: [UInt8]? = nil, tcpIdleTimeout: Duration? = nil,
-        respond: @escaping @Sendable ([UInt8]?) -> Void
+        query bytes: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void
     ) {
-        handle(query: bytes, overTCP: overTCP, client: client, tcpIdleTimeout: tcpIdleTimeout) { (reply: ProxyReply) in
-            respond(reply.bytes)
-        }
+        handle(query: bytes, from: client) { (reply: ProxyReply) in respond(reply.bytes) }
     }
 
     /// As above, with a `ReplayTicket` on answers the front end may replay to the same client.
     public func handle(
-        query bytes: [UInt8], overTCP: Bool, client: [UInt8]? = nil, tcpIdleTimeout: Duration? = nil,
-        reply respond: @escaping @Sendable (ProxyReply) -> Void
+        query bytes: [UInt8], from client: DNSClient, reply respond: @escaping @Sendable (ProxyReply) -> Void
     ) {
         // Read before anything the answer depends on (see `invalidateReplays`).
         let epoch = currentEpoch
         let intake = current.withLock { $0 }
-        let (decision, limits) = intake.decide(bytes, overTCP: overTCP, client: client)
+        let (decision, limits) = intake.decide(bytes, from: client)
         state.withLock { $0.stats.queries += 1 }
         if case .drop = decision {
             metrics.dropped()
@@ -217,8 +213,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         var context = QueryContext(
             started: scheduler.now(), epoch: epoch,
             replayLifetime: ReplayTicket.lifetime(browseIdleTimeout: intake.catalog.configuration.browseIdleTimeout),
-            qtype: limits.qtype, limit: limits.size, asker: .client(overTCP ? .tcp : .udp, respond: respond))
-        if limits.asksTCPKeepalive { context.tcpKeepalive = tcpIdleTimeout }
+            qtype: limits.qtype, limit: limits.size, asker: .client(client.transport, respond: respond))
+        if limits.asksTCPKeepalive { context.tcpKeepalive = client.tcpIdleTimeout }
         switch decision {
         case .drop:
             break
@@ -256,7 +252,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
                 return
             }
             if context.tcpKeepalive == nil, !context.hidesPrivateAddresses {
-                context.memoKey = AnswerMemo.Key(query: bytes, overTCP: overTCP)
+                context.memoKey = AnswerMemo.Key(query: bytes, transport: client.transport)
             }
             lookup(plan, query: query, context: context, configuration: intake.catalog.configuration)
         }
@@ -380,10 +376,9 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     /// Counts and logs a refusal the same way whichever way the client came in (`asking`: a
     /// query, or the DSO message type), so `dns_acl_refused_total` and
     /// `dns_link_refused_total` cover DNS Push too.
-    func noteRefused(_ refusal: Refusal, client: [UInt8]?, asking: String) {
+    func noteRefused(_ refusal: Refusal, client: DNSClient, asking: String) {
         metrics.refused()
-        var metadata: Logger.Metadata = ["dns.request": "\(asking)"]
-        if let client { metadata["dns.client"] = "\(IPPrefix.format(client))" }
+        var metadata: Logger.Metadata = ["dns.request": "\(asking)", "dns.client": "\(IPPrefix.format(client.address))"]
         switch refusal {
         case .client:
             metrics.aclRefused()

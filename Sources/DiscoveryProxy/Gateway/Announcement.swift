@@ -43,10 +43,10 @@ struct AnnouncementRoute: Hashable, Sendable {
     var far: Link
     var services: ServiceFilter
     var subtypes: [String]
-    /// The address the route's subscriptions are made as: the first address of the client
-    /// link's first subnet, so that the ACL, the far link's view and private realms judge the
-    /// announcements as they judge a unicast client of that link.
-    var clientAddress: [UInt8]
+    /// Whom the route's subscriptions are made as: a client at the first address of the
+    /// client link's first subnet, so that the ACL, the far link's view and private realms
+    /// judge the announcements as they judge a unicast client of that link.
+    var requester: DNSClient
 
     func permits(_ type: String) -> Bool { services.permits(type) && far.services.permits(type) }
 
@@ -82,7 +82,7 @@ struct AnnouncementRoute: Hashable, Sendable {
                 }
                 routes.append(AnnouncementRoute(
                     client: client, far: far, services: announcement.services, subtypes: announcement.subtypes,
-                    clientAddress: subnet.address))
+                    requester: DNSClient(address: subnet.address, port: 0, transport: .udp)))
             }
         }
         return (routes, problems)

@@ -404,7 +404,7 @@ public final class Gateway: Sendable {
                 // needs a routable address native to the far link) and reports what it holds back.
                 // Its lookups have a budget of their own (`QueryBudget.gateway`).
                 let outcome = proxy.subscribe(
-                    request, session: state.session, id: id, client: state.route.clientAddress, sink: state.sink,
+                    request, session: state.session, id: id, from: state.route.requester, sink: state.sink,
                     appliesUsableRule: false, budget: .gateway)
                 guard case .subscribed(let initial, let keys) = outcome else { continue }
                 // Followed from when its lookup asks: one waiting for the far link's budget

@@ -85,15 +85,14 @@ public struct Catalog: Sendable {
     // Every way in asks these two: a query (`QueryIntake`) and each DSO message type
     // (`DiscoveryProxy.subscribe`, `reconfirm`, `PushSession`).
 
-    /// Whether `client` (4 or 16 bytes) passes the client ACL (`allowedClients`); nil, the
-    /// proxy itself, always does.
-    public func admits(_ client: [UInt8]?) -> Bool {
-        guard let client, let allowed = configuration.allowedClients else { return true }
-        return allowed.contains { $0.contains(client) }
+    /// Whether `client` passes the client ACL (`allowedClients`).
+    public func admits(_ client: DNSClient) -> Bool {
+        guard let allowed = configuration.allowedClients else { return true }
+        return allowed.contains { $0.contains(client.address) }
     }
 
     /// The link whose zone holds `name` when `client` may not see it (`Link.clients`).
-    public func hiddenLink(holding name: DNSName, from client: [UInt8]?) -> Link? {
+    public func hiddenLink(holding name: DNSName, from client: DNSClient) -> Link? {
         guard hasLinkViews, let link = zone(containing: name)?.link, !link.isVisible(to: client) else { return nil }
         return link
     }
@@ -186,7 +185,7 @@ public struct Catalog: Sendable {
 
     /// `records` without the PTRs that name a zone of a link `client` may not see (domain
     /// enumeration lists only the zones a client may browse; `Link.clients`).
-    public func visible(_ records: [ResourceRecord], to client: [UInt8]?) -> [ResourceRecord] {
+    public func visible(_ records: [ResourceRecord], to client: DNSClient) -> [ResourceRecord] {
         guard hasLinkViews else { return records }
         return records.filter { record in
             guard case .ptr(let target) = record.rdata, let link = zone(containing: target)?.link else { return true }

@@ -40,7 +40,7 @@ struct QueryIntake: Sendable {
         var asksTCPKeepalive = false
     }
 
-    func decide(_ bytes: [UInt8], overTCP: Bool, client: [UInt8]?) -> (Decision, Limits) {
+    func decide(_ bytes: [UInt8], from client: DNSClient) -> (Decision, Limits) {
         var limits = Limits()
         guard let header = MessageHeader(bytes), !header.isResponse else { return (.drop, limits) }
         let query: Message
@@ -55,9 +55,9 @@ struct QueryIntake: Sendable {
                 recursionDesired: header.recursionDesired, rcode: isDSO ? .notImp : .formErr)
             return (.malformed(reply, isDSO: isDSO, error: error), limits)
         }
-        limits.size = Self.answerLimit(for: query, overTCP: overTCP, configuration: catalog.configuration)
+        limits.size = Self.answerLimit(for: query, over: client.transport, configuration: catalog.configuration)
         limits.qtype = query.questions.first.map { QueryContext.label(for: $0.type) } ?? "none"
-        limits.asksTCPKeepalive = overTCP && query.edns?.asksTCPKeepalive == true
+        limits.asksTCPKeepalive = client.transport == .tcp && query.edns?.asksTCPKeepalive == true
         guard catalog.admits(client) else { return (.clientRefused(answers.failure(query, .refused)), limits) }
         if let rcode = Self.protocolFailure(query) {
             return (.protocolFailure(answers.failure(query, rcode), rcode), limits)
@@ -80,8 +80,8 @@ struct QueryIntake: Sendable {
 
     /// RFC 6891 §6.2.5: a payload below 512 counts as 512; never above our own maximum.
     /// Without OPT, 512 (RFC 1035 §4.2.1). TCP: 65535.
-    static func answerLimit(for query: Message, overTCP: Bool, configuration: ProxyConfiguration) -> Int {
-        if overTCP { return 65535 }
+    static func answerLimit(for query: Message, over transport: DNSTransport, configuration: ProxyConfiguration) -> Int {
+        if transport == .tcp { return 65535 }
         guard let edns = query.edns else { return 512 }
         return min(max(512, Int(edns.udpPayloadSize)), max(512, configuration.maxUDPPayload))
     }

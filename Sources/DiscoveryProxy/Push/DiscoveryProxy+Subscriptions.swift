@@ -19,7 +19,7 @@ extension DiscoveryProxy {
     }
 
     func subscribe(
-        _ request: PushSubscribe, session: Int, id: UInt16, client: [UInt8]? = nil, sink: any PushSink,
+        _ request: PushSubscribe, session: Int, id: UInt16, from client: DNSClient, sink: any PushSink,
         appliesUsableRule: Bool = true, budget: QueryBudget = .clients
     ) -> SubscribeOutcome {
         let catalog = self.catalog
@@ -145,7 +145,7 @@ extension DiscoveryProxy {
     /// does not hold is already gone: every subscriber of that browse gets its removal now.
     /// From a client the ACL refuses, or about a link it may not see, it is ignored (there is
     /// no response to refuse with) and counted as a refusal: no mDNS traffic, no removal.
-    func reconfirm(_ request: PushReconfirm, client: [UInt8]? = nil) {
+    func reconfirm(_ request: PushReconfirm, from client: DNSClient) {
         let catalog = self.catalog
         guard catalog.admits(client) else { return noteRefused(.client, client: client, asking: "RECONFIRM") }
         if let hidden = catalog.hiddenLink(holding: request.name, from: client) {

@@ -1,3 +1,4 @@
+import DNSWire
 import Logging
 import Synchronization
 
@@ -41,9 +42,9 @@ public final class PushService: Sendable {
     }
 
     /// A new session for a connection whose first DSO message just arrived. Over the limit
-    /// (or after shutdown) the session exists only to refuse its first request. `client`
-    /// names it in logs; `address` (4 or 16 bytes) places it in a private realm.
-    public func openSession(client: String, address: [UInt8]? = nil, transport: any PushTransport) -> PushSession {
+    /// (or after shutdown) the session exists only to refuse its first request. `client` is
+    /// the connection's, as its front end built it: the ACL, views and realms ask it.
+    public func openSession(client: DNSClient, transport: any PushTransport) -> PushSession {
         var logger = self.logger
         logger[metadataKey: "dns.client"] = "\(client)"
         let (id, admitted) = sessions.withLock { sessions -> (Int, Bool) in
@@ -51,7 +52,7 @@ public final class PushService: Sendable {
             return (sessions.next, !sessions.shutDown && sessions.live.count < configuration.maxSessions)
         }
         let session = PushSession(
-            id: id, service: self, transport: transport, admitted: admitted, clientAddress: address, logger: logger)
+            id: id, service: self, transport: transport, admitted: admitted, client: client, logger: logger)
         if admitted {
             let count = sessions.withLock { sessions -> Int in
                 sessions.live[id] = session

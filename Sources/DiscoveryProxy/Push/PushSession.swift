@@ -23,8 +23,8 @@ public protocol PushTransport: Sendable {
 /// call avahi); the transport only queues, so sending under the mutex keeps the order.
 public final class PushSession: PushSink, Sendable {
     let id: Int
-    /// The client's address, for its private realm (`PrivateRealms`).
-    let clientAddress: [UInt8]?
+    /// Who holds the session, for the client ACL, the link views and the private realms.
+    let client: DNSClient
     /// Strong: a session's timers may outlive the service's last other reference; the
     /// service drops its sessions when they end.
     private let service: PushService
@@ -64,11 +64,11 @@ public final class PushSession: PushSink, Sendable {
     }
 
     init(
-        id: Int, service: PushService, transport: any PushTransport, admitted: Bool, clientAddress: [UInt8]? = nil,
+        id: Int, service: PushService, transport: any PushTransport, admitted: Bool, client: DNSClient,
         logger: Logger
     ) {
         self.id = id
-        self.clientAddress = clientAddress
+        self.client = client
         self.service = service
         self.transport = transport
         self.logger = logger
@@ -132,7 +132,7 @@ public final class PushSession: PushSink, Sendable {
     /// longer see (a view, or the zone is gone), is told to go away with a unidirectional
     /// Retry Delay (REFUSED); reconnecting, it is asked again.
     func review(_ catalog: Catalog) {
-        let client = clientAddress
+        let client = self.client
         let revoked = state.withLock { state in
             state.phase == .established
                 && (!catalog.admits(client)
@@ -183,8 +183,8 @@ public final class PushSession: PushSink, Sendable {
         // The client ACL, asked again on every request (a reload may change it): a client it
         // refuses holds no session. Its request is refused, counted like a refused query, and
         // it is told to go away (RFC 8490 §5.1: the session never becomes established).
-        guard service.proxy.catalog.admits(clientAddress) else {
-            service.proxy.noteRefused(.client, client: clientAddress, asking: Self.name(of: message.primary?.type))
+        guard service.proxy.catalog.admits(client) else {
+            service.proxy.noteRefused(.client, client: client, asking: Self.name(of: message.primary?.type))
             respond(to: message.id, rcode: .refused, extra: [Self.retryDelay(for: .refused)], padded: padded)
             return leave(.refused)
         }
@@ -249,7 +249,7 @@ public final class PushSession: PushSink, Sendable {
             guard let request = try? PushReconfirm(tlv: primary), request.type != .any, request.rrClass != .any else {
                 return fail("malformed RECONFIRM")
             }
-            service.proxy.reconfirm(request, client: clientAddress)
+            service.proxy.reconfirm(request, from: client)
         default:
             // §5.4.5: an unknown (or misplaced) primary TLV in a unidirectional message: abort.
             fail("unidirectional DSO message with primary TLV \(primary.type)")
@@ -284,7 +284,7 @@ public final class PushSession: PushSink, Sendable {
         case .ok:
             break
         }
-        let outcome = service.proxy.subscribe(request, session: id, id: message.id, client: clientAddress, sink: self)
+        let outcome = service.proxy.subscribe(request, session: id, id: message.id, from: client, sink: self)
         switch outcome {
         case .notAuthoritative, .refused:
             let rcode: RCode = if case .notAuthoritative = outcome { .notAuth } else { .refused }

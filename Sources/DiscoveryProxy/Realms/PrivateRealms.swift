@@ -1,3 +1,4 @@
+import DNSWire
 /// Private address realms (RFC 8766 §5.5.2): an RFC 1918 or Unique Local (RFC 4193) address
 /// reaches its host only from inside the network that routes it. A site with several such
 /// networks names them here: a link is in a realm (`Link.realm`), and clients are placed in
@@ -37,8 +38,8 @@ public struct PrivateRealms: Hashable, Sendable {
 
     /// Whether the private addresses of `link`'s hosts are withheld from `client`: both are
     /// in a realm, and not the same one.
-    public func hidesPrivateAddresses(of link: Link, from client: [UInt8]?) -> Bool {
-        guard let linkRealm = link.realm, let client, let clientRealm = realm(of: client) else { return false }
+    public func hidesPrivateAddresses(of link: Link, from client: DNSClient) -> Bool {
+        guard let linkRealm = link.realm, let clientRealm = realm(of: client.address) else { return false }
         return clientRealm != linkRealm
     }
 

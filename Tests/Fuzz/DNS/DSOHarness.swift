@@ -1,5 +1,5 @@
 // (d) DSO sessions (RFC 8490) carrying DNS Push (RFC 8765): a real `PushSession`, opened with
-// `PushService.openSession(client:address:transport:)` on a real `DiscoveryProxy` over the query
+// `PushService.openSession(client:transport:)` on a real `DiscoveryProxy` over the query
 // harness's configuration, `FuzzBackend` and a `ManualScheduler`; a capture transport records
 // what the session sends. The input is a script run against one proxy: DSO messages (raw or
 // built from a few octets), mDNS events, clock steps, ordinary queries, closes, shutdown and
@@ -108,8 +108,8 @@ enum DSOHarness {
         return [a, b, QueryHarness.configuration]
     }()
 
-    static let clients: [[UInt8]?] = [
-        nil,  // the proxy itself: no checks
+    static let clients: [[UInt8]] = [
+        [127, 0, 0, 1],
         [192, 0, 2, 10],
         [10, 1, 2, 3],
         [0x20, 0x01, 0x0D, 0xB8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5],
@@ -189,7 +189,7 @@ struct DSORun {
     let clock = ManualScheduler()
     let proxy: DiscoveryProxy
     let service: PushService
-    let client: [UInt8]?
+    let client: [UInt8]
     let endByTimeout: Bool
     let raw: [UInt8]
     var configuration: Int
@@ -314,7 +314,7 @@ struct DSORun {
                 connectionQuery(bytes)
             } else {
                 step(messageStep: false) { run in
-                    run.proxy.handle(query: bytes, overTCP: false, client: nil, respond: { _ in })
+                    run.proxy.handle(query: bytes, from: DNSClient(address: [127, 0, 0, 1], port: 5353, transport: .udp), respond: { _ in })
                 }
             }
         case 8:
@@ -339,7 +339,8 @@ struct DSORun {
             guard service.configuration.batchWindow == .zero, !observerEnded, !observerLive.values.contains(request) else {
                 return
             }
-            let observer = observer ?? service.openSession(client: "observer", transport: observerTransport)
+            let observer = observer ?? service.openSession(
+                client: DNSClient(address: [127, 0, 0, 1], port: 853, transport: .tcp), transport: observerTransport)
             self.observer = observer
             let id = observerNextID
             observerNextID &+= 1
@@ -373,7 +374,7 @@ struct DSORun {
         if ended {
             if session != nil { retired.append(transport) }
             transport = CaptureTransport()
-            session = service.openSession(client: "fuzz", address: client, transport: transport)
+            session = service.openSession(client: DNSClient(address: client, port: 853, transport: .tcp), transport: transport)
             ended = false
             live = [:]
             unsubscribed = []
@@ -387,7 +388,8 @@ struct DSORun {
         let session = ended ? nil : session
         step(messageStep: true) { run in
             session?.noteQuery(message)
-            run.proxy.handle(query: message, overTCP: true, client: run.client, respond: { _ in })
+            run.proxy.handle(
+                query: message, from: DNSClient(address: run.client, port: 853, transport: .tcp), respond: { _ in })
         }
     }
 
@@ -707,22 +709,22 @@ struct DSOView {
         self.catalog = Catalog(configuration: configuration)
     }
 
-    func admits(_ client: [UInt8]?) -> Bool {
-        guard let client, let allowed = configuration.allowedClients else { return true }
+    func admits(_ client: [UInt8]) -> Bool {
+        guard let allowed = configuration.allowedClients else { return true }
         return allowed.contains { $0.contains(client) }
     }
 
-    static func hides(_ link: Link, from client: [UInt8]?) -> Bool {
-        guard let client, let clients = link.clients else { return false }
+    static func hides(_ link: Link, from client: [UInt8]) -> Bool {
+        guard let clients = link.clients else { return false }
         return !clients.contains { $0.contains(client) }
     }
 
-    func hides(_ name: DNSName, from client: [UInt8]?) -> Bool {
+    func hides(_ name: DNSName, from client: [UInt8]) -> Bool {
         guard let link = catalog.zone(containing: name)?.link else { return false }
         return Self.hides(link, from: client)
     }
 
-    func hides(interface: String, from client: [UInt8]?) -> Bool {
+    func hides(interface: String, from client: [UInt8]) -> Bool {
         guard let link = configuration.links.first(where: { $0.interface == interface }) else { return false }
         return Self.hides(link, from: client)
     }

@@ -93,8 +93,10 @@ enum QueryHarness {
         let clock = ManualScheduler()
         let proxy = DiscoveryProxy(configuration: configuration, backend: backend, scheduler: clock, logger: logger)
         let replies = Mutex<[[UInt8]?]>([])
-        let overTCP = bytes.count > 1 && bytes[1] & 1 == 1
-        proxy.handle(query: bytes, overTCP: overTCP) { reply in replies.withLock { $0.append(reply) } }
+        let transport: DNSTransport = bytes.count > 1 && bytes[1] & 1 == 1 ? .tcp : .udp
+        proxy.handle(query: bytes, from: DNSClient(address: [127, 0, 0, 1], port: 5353, transport: transport)) { reply in
+            replies.withLock { $0.append(reply) }
+        }
 
         let tail = Array(bytes.suffix(64))
         for handle in backend.live {
@@ -110,7 +112,7 @@ enum QueryHarness {
         do {
             let message = try Message(wire: reply)
             guard message.id == header.id, message.isResponse else { fatalError("reply ID or QR wrong") }
-            if !overTCP, reply.count > max(512, Int(message.edns?.udpPayloadSize ?? 512)) {
+            if transport == .udp, reply.count > max(512, Int(message.edns?.udpPayloadSize ?? 512)) {
                 fatalError("UDP reply of \(reply.count) octets")
             }
         } catch {

@@ -25,6 +25,7 @@
 // debug). `swift build -c release` still builds this executable, without the tcp harness.
 #if DEBUG
 @testable import DNSServer
+import DNSWire
 import NIOCore
 import NIOEmbedded
 import Synchronization
