@@ -127,8 +127,8 @@ public final class ResponseRateLimiter: Sendable {
         }
     }
 
-    /// Prefixes tracked now (for tests and status).
-    public var trackedPrefixes: Int { state.withLock { $0.buckets.count } }
+    /// Prefixes tracked now.
+    @_spi(Testing) public var trackedPrefixes: Int { state.withLock { $0.buckets.count } }
 
     /// Drops buckets that have refilled (they behave as new ones); if none has, the table is
     /// cleared rather than grown without bound (a flood from more prefixes than the table holds).

@@ -1,5 +1,5 @@
 import DNSWire
-import DNSServer
+@_spi(Testing) import DNSServer
 import Synchronization
 import Testing
 

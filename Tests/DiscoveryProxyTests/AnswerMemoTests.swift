@@ -3,7 +3,7 @@ import MDNS
 import ProxyTestSupport
 import Testing
 
-@testable import DiscoveryProxy
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// The shared level of the hit fast path: one encoding per question per epoch, for every client.
 @Suite("Answer memo")

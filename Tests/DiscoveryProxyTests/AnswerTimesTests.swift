@@ -2,7 +2,7 @@ import DNSWire
 import MDNS
 import Testing
 
-@testable import DiscoveryProxy
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// What a link learns of its devices' answer times, and what it changes (docs/ARCHITECTURE.md,
 /// "Slow links"): RFC 8766 §5.6 leaves the wait before "nothing" to the proxy; resolvers

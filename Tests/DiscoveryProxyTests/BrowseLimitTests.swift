@@ -1,6 +1,6 @@
 import DNSWire
 import Logging
-import DiscoveryProxy
+@_spi(Testing) import DiscoveryProxy
 import MDNS
 import ProxyTestSupport
 import Testing

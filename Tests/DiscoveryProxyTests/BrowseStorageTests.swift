@@ -4,7 +4,7 @@ import ProxyTestSupport
 import Synchronization
 import Testing
 
-@testable import DiscoveryProxy
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// What the proxy keeps per known instance: the shapes that keep it small must not change
 /// what clients are told.

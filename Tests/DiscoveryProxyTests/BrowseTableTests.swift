@@ -2,7 +2,7 @@ import DNSWire
 import MDNS
 import Testing
 
-@testable import DiscoveryProxy
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// The cache's steps, without a proxy, a backend or a clock (RFC 8766 §5.6, §9.3): each
 /// returns what the proxy must do, and these tests read it directly.
@@ -165,7 +165,7 @@ struct BrowseTableTests {
         }
         // Burst 2, 1 per second, negative timeout 0.8 s: two now, the third would wait ~1 s.
         #expect(delays[0] == .zero && delays[1] == .zero && delays[2] == nil && delays[3] == nil)
-        #expect(table.metrics.total("mdns_queries_rate_limited_total") == 2 && table.browses.count == 2)
+        #expect(table.metrics.mdnsRateLimited.total == 2 && table.browses.count == 2)
     }
 
     @Test("the gateway's lookups have a budget of their own: clients' queries neither wait behind them nor lose theirs")
@@ -199,7 +199,7 @@ struct BrowseTableTests {
         #expect(start.delay == .zero)
         let pushed = BrowseKey(interface: "eth1", name: try! DNSName("_http._tcp.local."), type: .ptr)
         #expect(table.subscribe(pushed, now: .zero, configuration: configuration).start?.delay == .zero)
-        #expect(table.metrics.total("mdns_queries_rate_limited_total") == 0)
+        #expect(table.metrics.mdnsRateLimited.total == 0)
     }
 
     @Test("at maxBrowses an idle browse makes room, and its handle comes back to be cancelled")

@@ -1,5 +1,5 @@
 import DNSWire
-import DiscoveryProxy
+@_spi(Testing) import DiscoveryProxy
 import Testing
 
 @Suite("Catalog: routing questions to zones (RFC 8766 §5, §6)")

@@ -1,7 +1,7 @@
 import DNSWire
 import Testing
 
-@testable import DiscoveryProxy
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// A gateway route's wants, kept up to date by the names that changed (issue 45:
 /// "incremental passes"), always equal what a computation from scratch gives.

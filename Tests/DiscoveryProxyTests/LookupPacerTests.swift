@@ -2,7 +2,7 @@ import DNSWire
 import MDNS
 import Testing
 
-@testable import DiscoveryProxy
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// The gateway's lookups on a far link, paced by the query packets this host sends there
 /// (issue 45: "measured in multicast packets actually sent").

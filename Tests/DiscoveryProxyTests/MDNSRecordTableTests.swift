@@ -2,7 +2,7 @@ import DNSWire
 import MDNS
 import Testing
 
-@testable import DiscoveryProxy
+@_spi(Testing) @testable import DiscoveryProxy
 
 @Suite("mDNS record table") struct MDNSRecordTableTests {
     private func record(_ n: Int) throws -> MDNSRecord {

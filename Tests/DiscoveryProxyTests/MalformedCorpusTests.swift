@@ -1,5 +1,5 @@
 import DNSWire
-import DiscoveryProxy
+@_spi(Testing) import DiscoveryProxy
 import Testing
 
 /// A hand-written table of malformed and adversarial queries, built as raw bytes, each with the

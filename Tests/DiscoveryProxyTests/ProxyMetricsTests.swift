@@ -3,7 +3,7 @@ import MetricsTestKit
 import Synchronization
 import Testing
 
-@testable import DiscoveryProxy
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// The proxy's instruments are incremented once, where the event happens (`ProxyMetrics`),
 /// read here through swift-metrics' `TestMetrics` instead of a Prometheus scrape; the status

@@ -1,5 +1,5 @@
 import DNSWire
-@testable import DiscoveryProxy
+@_spi(Testing) @testable import DiscoveryProxy
 import MDNS
 import ProxyTestSupport
 import Synchronization

@@ -1,5 +1,5 @@
 import DNSWire
-import DiscoveryProxy
+@_spi(Testing) import DiscoveryProxy
 import Testing
 
 /// The names QNAME-minimising resolvers (RFC 9156) probe on the way to a browse, and what a

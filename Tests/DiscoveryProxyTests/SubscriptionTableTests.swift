@@ -2,7 +2,7 @@ import DNSWire
 import MDNS
 import Testing
 
-@testable import DiscoveryProxy
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// Which subscriptions a target's change re-checks (RFC 8766 §5.5.2 on DNS Push).
 @Suite("Subscription table")

@@ -1,5 +1,5 @@
 import DNSWire
-import DiscoveryProxy
+@_spi(Testing) import DiscoveryProxy
 import MDNS
 @testable import ProxyApp
 import Testing

@@ -1,6 +1,6 @@
 import DNSServer
 import DNSWire
-import DiscoveryProxy
+@_spi(Testing) import DiscoveryProxy
 import MDNS
 import Foundation
 @testable import ProxyApp

@@ -1,4 +1,4 @@
-import DiscoveryProxy
+@_spi(Testing) import DiscoveryProxy
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

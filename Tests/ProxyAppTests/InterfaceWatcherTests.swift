@@ -1,4 +1,4 @@
-import DiscoveryProxy
+@_spi(Testing) import DiscoveryProxy
 @testable import ProxyApp
 import Testing
 

@@ -1,6 +1,6 @@
 import DNSServer
 import DNSWire
-import DiscoveryProxy
+@_spi(Testing) import DiscoveryProxy
 @testable import ProxyApp
 import Testing
 

@@ -1,6 +1,6 @@
 import DNSServer
 import DNSWire
-import DiscoveryProxy
+@_spi(Testing) import DiscoveryProxy
 import Logging
 import MDNS
 @testable import ProxyApp

@@ -53,7 +53,7 @@ enum Asker: Sendable {
 }
 
 /// How the cache served a query (the `cache` label of `dns_answer_duration_seconds`).
-enum CacheOutcome: String, Sendable {
+enum CacheOutcome: String, Sendable, CaseIterable {
     /// From a live browse, at once.
     case hit
     /// After waiting for mDNS, or refused for the cache's limits (SERVFAIL).

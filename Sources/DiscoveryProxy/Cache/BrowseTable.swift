@@ -1,4 +1,5 @@
 import DNSWire
+import EventCounting
 import MDNS
 
 /// The proxy's cache: every live browse, what released browses last knew, each link's mDNS
@@ -101,7 +102,7 @@ struct BrowseTable: Sendable {
         if delay >= negativeTimeout {
             bucket.refund()
             buckets[key.interface] = bucket
-            metrics.mdnsRateLimited(link: key.interface)
+            metrics.mdnsRateLimited[key.interface].increment()
             guard let stale else { return .rateLimited }
             if context.asker.isClient { counters.optimisticAnswers += 1 }
             return .optimistic(optimisticSnapshot(stale, key: key, now: now), start: nil)
@@ -115,7 +116,7 @@ struct BrowseTable: Sendable {
             }
             evicted = (victim, evict(victim, now: now, configuration: configuration))
         }
-        if delay > .zero { metrics.mdnsRateLimited(link: key.interface) }
+        if delay > .zero { metrics.mdnsRateLimited[key.interface].increment() }
         buckets[key.interface] = bucket
         let start = Start(key: key, generation: takeGeneration(), delay: delay, evicted: evicted)
         var browse = Browse(generation: start.generation, startedAt: now + delay, lastUsed: now)

@@ -1,6 +1,8 @@
 import DNSWire
+import EventCounting
 import Logging
 import MDNS
+import Metrics
 import Synchronization
 
 /// The mDNS side of the proxy: starting browses' queries, their events, and answering the
@@ -59,7 +61,7 @@ extension DiscoveryProxy {
             }
             return
         }
-        metrics.mdnsQueryStarted(link: key.interface)
+        metrics.mdnsQueriesStarted[key.interface].increment()
         let attached = state.withLock { $0.table.attach(handle, to: key, generation: generation) }
         if !attached { handle.cancel() }
         logger.debug("mDNS query started", metadata: ["mdns.question": "\(key)"])
@@ -90,7 +92,7 @@ extension DiscoveryProxy {
                 pending: &pending)
             return (reception, pushes)
         }
-        if let after = reception.firstResultAfter { metrics.firstResult(after: after) }
+        if let after = reception.firstResultAfter { metrics.firstResult.record(duration: after) }
         deliver(pushes)
         if pending { scheduleTargetRecheck(key.interface) }
         if case .failed(let why) = event {

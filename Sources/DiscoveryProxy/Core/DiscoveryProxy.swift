@@ -1,4 +1,5 @@
 import DNSWire
+import EventCounting
 import Logging
 import MDNS
 import Metrics
@@ -154,13 +155,13 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         stats.servFail = metrics.answered(rcode: "SERVFAIL")
         stats.notImp = metrics.answered(rcode: "NOTIMP")
         stats.badVers = metrics.answered(rcode: "BADVERS")
-        stats.dropped = metrics.total("dns_queries_dropped_total")
+        stats.dropped = metrics.dropped.value
         stats.inFlight = output.inFlight
-        stats.refused = metrics.total("dns_refused_queries_total")
-        stats.aclRefused = metrics.total("dns_acl_refused_total")
-        stats.formErr = metrics.total("dns_malformed_queries_total")
-        stats.rateLimited = metrics.total("mdns_queries_rate_limited_total")
-        stats.mdnsQueriesStarted = metrics.total("mdns_queries_started_total")
+        stats.refused = metrics.refused.value
+        stats.aclRefused = metrics.aclRefused.value
+        stats.formErr = metrics.malformed.value
+        stats.rateLimited = metrics.mdnsRateLimited.total
+        stats.mdnsQueriesStarted = metrics.mdnsQueriesStarted.total
         return stats
     }
 
@@ -189,7 +190,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     /// (announced to a query that carries edns-tcp-keepalive, RFC 7828 §3.3.2). `respond` is
     /// called exactly once: synchronously for everything but an mDNS miss, which is answered
     /// later from another thread.
-    public func handle(
+    @_spi(Testing) public func handle(
         query bytes: [UInt8], from client: DNSClient, respond: @escaping @Sendable ([UInt8]?) -> Void
     ) {
         handle(query: bytes, from: client) { (reply: ProxyReply) in respond(reply.bytes) }
@@ -205,7 +206,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         let (decision, limits) = intake.decide(bytes, from: client)
         state.withLock { $0.stats.queries += 1 }
         if case .drop = decision {
-            metrics.dropped()
+            metrics.dropped.increment()
             respond(ProxyReply(bytes: nil))
             return
         }
@@ -220,17 +221,17 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             break
         case .malformed(let reply, let isDSO, let error):
             logger.debug("malformed query", metadata: ["dns.id": "\(reply.id)", "dns.error": "\(error)"])
-            if !isDSO { metrics.malformed() }
+            if !isDSO { metrics.malformed.increment() }
             output.finish(reply, context, cache: .error)
         case .clientRefused(let reply):
             noteRefused(.client, client: client, asking: "query")
             // Not replayable: each refusal is counted and logged as an ACL event.
             output.finish(reply, context, cache: .immediate)
         case .protocolFailure(let reply, let rcode):
-            if rcode == .formErr { metrics.malformed() }
+            if rcode == .formErr { metrics.malformed.increment() }
             output.finish(reply, context, cache: .immediate)
         case .refused(let reply):
-            metrics.refused()
+            metrics.refused.increment()
             logger.debug("refused", metadata: ["dns.qname": "\(reply.questions[0].name)"])
             output.finish(reply, context, cache: .immediate, replay: .refused)
         case .linkRefused(let reply, let link):
@@ -377,14 +378,14 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     /// query, or the DSO message type), so `dns_acl_refused_total` and
     /// `dns_link_refused_total` cover DNS Push too.
     func noteRefused(_ refusal: Refusal, client: DNSClient, asking: String) {
-        metrics.refused()
+        metrics.refused.increment()
         var metadata: Logger.Metadata = ["dns.request": "\(asking)", "dns.client": "\(IPPrefix.format(client.address))"]
         switch refusal {
         case .client:
-            metrics.aclRefused()
+            metrics.aclRefused.increment()
             logger.debug("client not allowed", metadata: metadata)
         case .link(let link):
-            metrics.linkRefused(link: link)
+            metrics.linkRefused[link].increment()
             metadata["proxy.link"] = "\(link)"
             logger.debug("client may not see this link", metadata: metadata)
         }
@@ -403,7 +404,7 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             case .refused: break
             }
         }
-        if kind == .refused { metrics.refused(n) }
+        if kind == .refused { metrics.refused.increment(by: n) }
     }
 
     /// Retires every replay ticket issued so far. Called after the change it announces, so a

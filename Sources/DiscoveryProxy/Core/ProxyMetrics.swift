@@ -2,49 +2,94 @@ import EventCounting
 import Metrics
 import Synchronization
 
-/// The proxy logic's instruments, all declared in this file and incremented where the event
-/// happens, once: `ProxyMetrics` for queries and mDNS, `PushMetrics` for DNS Push. The
-/// counters are `EventCounter`s, so `ProxyStats` (the status page, `/api`) reads the same
-/// counts Prometheus exports (`total(_:)`). Created once per label set and reused (creating a metric goes
-/// through the factory's lock), through the factory given (the executable's Prometheus
-/// factory by default, `MetricsTestKit`'s `TestMetrics` in tests).
+/// The proxy logic's instruments, each declared once here as a typed handle and incremented
+/// where its event happens, once: `ProxyMetrics` for queries, mDNS and the gateway,
+/// `PushMetrics` for DNS Push. Counters are `EventCounter`s, so `ProxyStats` (the status page,
+/// `/api`) reads the very counts Prometheus exports, through the same handles. All go through
+/// the factory given (the executable's Prometheus factory by default, `MetricsTestKit`'s
+/// `TestMetrics` in tests).
 ///
 /// Label sets are fixed per name (Prometheus rejects a name registered with two label sets),
 /// and no label ever carries a query name.
 final class ProxyMetrics: Sendable {
-    private let factory: any MetricsFactory
-    private let counters = Mutex<[Key: EventCounter]>([:])
-    private let timers = Mutex<[Key: Timer]>([:])
-    private let gauges = Mutex<[Key: Gauge]>([:])
+    let factory: any MetricsFactory
+
+    /// `dns_acl_refused_total`: refused by the client ACL (`allow-clients`).
+    let aclRefused: EventCounter
+    /// `dns_malformed_queries_total`: answered FORMERR (undecodable, or not one question).
+    let malformed: EventCounter
+    /// `dns_refused_queries_total`: answered REFUSED (outside the zones, the client ACL or a
+    /// link view), replayed refusals included.
+    let refused: EventCounter
+    /// `dns_queries_dropped_total`: not answered at all (a response, or no header).
+    let dropped: EventCounter
+    /// `dns_link_refused_total{link}`: refused because the client may not see that link.
+    let linkRefused: LinkCounters
+    /// `mdns_queries_started_total{link}`: mDNS queries started (cache misses, refreshes).
+    let mdnsQueriesStarted: LinkCounters
+    /// `mdns_queries_rate_limited_total{link}`: delayed or refused by the link's rate limit.
+    let mdnsRateLimited: LinkCounters
+    /// `mdns_first_result_seconds`: from the start of an mDNS query to its first record.
+    let firstResult: Timer
+    /// `dns_answer_duration_seconds{cache}`, one per cache outcome.
+    private let answerDuration: [String: Timer]
+    /// `dns_queries_total{transport,qtype,rcode}` and `dns_answers_replayed_total{transport}`,
+    /// made per label set on first use (the qtype and rcode sets are open).
     private let answerCounters = Mutex<[Key: AnswerCounters]>([:])
 
-    /// A metric's name and label values. The label names are fixed per metric name, so they
-    /// are not part of the key. No string is built for a lookup, which happens once per
-    /// answer: the values are the short literals and labels the callers already hold.
-    private struct Key: Hashable {
-        let label: String
-        let value0: String
-        let value1: String
-        let value2: String
+    /// The gateway's, by client link: `gateway_announced_instances`, `gateway_renames_total`,
+    /// `gateway_withdrawn_total`, `gateway_publish_errors_total`.
+    let gatewayAnnounced: LinkGauges
+    let gatewayRenames: LinkCounters
+    let gatewayWithdrawn: LinkCounters
+    let gatewayPublishErrors: LinkCounters
+    /// By far link: `gateway_lookups_waiting`, `gateway_lookup_pace` (lookups a second, the
+    /// far link's `LookupPacer`) and `gateway_query_packets_per_second` (what it measured).
+    let gatewayLookupsWaiting: LinkGauges
+    let gatewayLookupPace: LinkGauges
+    let gatewayQueryPackets: LinkGauges
 
-        init(_ label: String, _ dimensions: [(String, String)]) {
-            assert(dimensions.count <= 3, "ProxyMetrics.Key holds three label values")
-            self.label = label
-            self.value0 = dimensions.count > 0 ? dimensions[0].1 : ""
-            self.value1 = dimensions.count > 1 ? dimensions[1].1 : ""
-            self.value2 = dimensions.count > 2 ? dimensions[2].1 : ""
-        }
+    /// A label set of `dns_queries_total`.
+    private struct Key: Hashable {
+        let transport: String
+        let qtype: String
+        let rcode: String
     }
 
     init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
+        aclRefused = EventCounter(label: "dns_acl_refused_total", factory: factory)
+        malformed = EventCounter(label: "dns_malformed_queries_total", factory: factory)
+        refused = EventCounter(label: "dns_refused_queries_total", factory: factory)
+        dropped = EventCounter(label: "dns_queries_dropped_total", factory: factory)
+        linkRefused = LinkCounters("dns_link_refused_total", factory: factory)
+        mdnsQueriesStarted = LinkCounters("mdns_queries_started_total", factory: factory)
+        mdnsRateLimited = LinkCounters("mdns_queries_rate_limited_total", factory: factory)
+        firstResult = Timer(label: "mdns_first_result_seconds", preferredDisplayUnit: .seconds, factory: factory)
+        var durations: [String: Timer] = [:]
+        for cache in CacheOutcome.allCases {
+            durations[cache.rawValue] = Timer(
+                label: "dns_answer_duration_seconds", dimensions: [("cache", cache.rawValue)],
+                preferredDisplayUnit: .seconds, factory: factory)
+        }
+        answerDuration = durations
+        gatewayAnnounced = LinkGauges("gateway_announced_instances", factory: factory)
+        gatewayRenames = LinkCounters("gateway_renames_total", factory: factory)
+        gatewayWithdrawn = LinkCounters("gateway_withdrawn_total", factory: factory)
+        gatewayPublishErrors = LinkCounters("gateway_publish_errors_total", factory: factory)
+        gatewayLookupsWaiting = LinkGauges("gateway_lookups_waiting", factory: factory)
+        gatewayLookupPace = LinkGauges("gateway_lookup_pace", factory: factory)
+        gatewayQueryPackets = LinkGauges("gateway_query_packets_per_second", factory: factory)
+        for transport in ["udp", "tcp"] {
+            _ = Counter(label: "dns_answers_replayed_total", dimensions: [("transport", transport)], factory: factory)
+        }
     }
 
     /// The counters of answers with these labels, for `answered` and for the replay tickets
     /// of those answers (`DiscoveryProxy.replayed`). Takes the counters' lock inside its own;
     /// nothing takes them the other way round.
     func counters(transport: String, qtype: String, rcode: String) -> AnswerCounters {
-        let key = Key("dns_queries_total", [("transport", transport), ("qtype", qtype), ("rcode", rcode)])
+        let key = Key(transport: transport, qtype: qtype, rcode: rcode)
         return answerCounters.withLock { cache in
             if let found = cache[key] { return found }
             let made = AnswerCounters(
@@ -60,89 +105,82 @@ final class ProxyMetrics: Sendable {
     /// `dns_queries_total{transport,qtype,rcode}` and `dns_answer_duration_seconds{cache}`.
     func answered(_ counters: AnswerCounters, cache: String, seconds: Duration) {
         counters.queries.increment()
-        timer("dns_answer_duration_seconds", [("cache", cache)]).record(duration: seconds)
+        answerDuration[cache]?.record(duration: seconds)
     }
-
-    /// `mdns_first_result_seconds`: from the start of an mDNS query to its first record.
-    func firstResult(after delay: Duration) {
-        timer("mdns_first_result_seconds", []).record(duration: delay)
-    }
-
-    /// Creates the counters that would otherwise appear only on their first event, so that
-    /// dashboards and alerts see them at 0 from the start.
-    func prepare(links: [String]) {
-        _ = counter("dns_acl_refused_total", [])
-        _ = counter("dns_malformed_queries_total", [])
-        _ = counter("dns_refused_queries_total", [])
-        _ = counter("dns_queries_dropped_total", [])
-        for transport in ["udp", "tcp"] {
-            _ = Counter(label: "dns_answers_replayed_total", dimensions: [("transport", transport)], factory: factory)
-        }
-        for link in links {
-            _ = counter("dns_link_refused_total", [("link", link)])
-            _ = counter("mdns_queries_started_total", [("link", link)])
-            _ = counter("mdns_queries_rate_limited_total", [("link", link)])
-        }
-    }
-
-    func mdnsQueryStarted(link: String) { counter("mdns_queries_started_total", [("link", link)]).increment() }
-    func mdnsRateLimited(link: String) { counter("mdns_queries_rate_limited_total", [("link", link)]).increment() }
-    /// `gateway_lookups_waiting{link}` and `gateway_lookup_pace{link}` (lookups a second): the
-    /// far link's `LookupPacer`, and `gateway_query_packets_per_second{link}`, what it measured.
-    func gatewayLookups(link: String, waiting: Int, pace: Double, packetRate: Double?) {
-        gauge("gateway_lookups_waiting", [("link", link)]).record(waiting)
-        gauge("gateway_lookup_pace", [("link", link)]).record(pace)
-        if let packetRate { gauge("gateway_query_packets_per_second", [("link", link)]).record(packetRate) }
-    }
-
-    func aclRefused() { counter("dns_acl_refused_total", []).increment() }
-    /// `dns_link_refused_total{link}`: refused because the client may not see that link.
-    func linkRefused(link: String) { counter("dns_link_refused_total", [("link", link)]).increment() }
-    /// `dns_malformed_queries_total`: answered FORMERR (undecodable, or not one question).
-    func malformed() { counter("dns_malformed_queries_total", []).increment() }
-    /// `dns_refused_queries_total`: answered REFUSED (outside the zones, or the client ACL),
-    /// replayed refusals included.
-    func refused(_ count: Int = 1) { counter("dns_refused_queries_total", []).increment(by: count) }
-
-    /// `dns_queries_dropped_total`: queries not answered at all (a response, or no header).
-    func dropped() { counter("dns_queries_dropped_total", []).increment() }
 
     /// `dns_queries_total` over every transport and type: with one RCODE (`"SERVFAIL"`), or
     /// all of them (nil). The status page's answer counts are these, not counts of their own.
     func answered(rcode: String? = nil) -> Int {
         answerCounters.withLock { cache in
-            cache.reduce(0) { $0 + (rcode == nil || $1.key.value2 == rcode ? $1.value.queries.value : 0) }
+            cache.reduce(0) { $0 + (rcode == nil || $1.key.rcode == rcode ? $1.value.queries.value : 0) }
         }
     }
 
-    /// The count of `label` over all its label values (every link's, say), for `ProxyStats`.
-    func total(_ label: String) -> Int {
-        counters.withLock { cache in cache.reduce(0) { $0 + ($1.key.label == label ? $1.value.value : 0) } }
+    /// Makes the per-link counters of `links`, so that dashboards and alerts see them at 0
+    /// from the start.
+    func prepare(links: [String]) {
+        for family in [linkRefused, mdnsQueriesStarted, mdnsRateLimited] { family.prepare(links) }
     }
 
-    private func counter(_ label: String, _ dimensions: [(String, String)]) -> EventCounter {
-        Self.made(counters, Key(label, dimensions)) { EventCounter(label: label, dimensions: dimensions, factory: factory) }
+    /// The far instances announced on a client link; the link's other gateway counters are
+    /// made with it, so that they are exported at 0 once the gateway announces there.
+    func gatewayAnnounced(_ count: Int, on link: String) {
+        gatewayAnnounced[link].record(count)
+        for family in [gatewayRenames, gatewayWithdrawn, gatewayPublishErrors] { family.prepare([link]) }
     }
 
-    private func gauge(_ label: String, _ dimensions: [(String, String)]) -> Gauge {
-        Self.made(gauges, Key(label, dimensions)) { Gauge(label: label, dimensions: dimensions, factory: factory) }
+    /// The far link's `LookupPacer` as the gauges show it.
+    func gatewayLookups(link: String, waiting: Int, pace: Double, packetRate: Double?) {
+        gatewayLookupsWaiting[link].record(waiting)
+        gatewayLookupPace[link].record(pace)
+        if let packetRate { gatewayQueryPackets[link].record(packetRate) }
+    }
+}
+
+/// One counter family labelled by link: each link's counter made once, on first use (or by
+/// `prepare`), and their total for the status page.
+final class LinkCounters: Sendable {
+    private let label: String
+    private let factory: any MetricsFactory
+    private let made = Mutex<[String: EventCounter]>([:])
+
+    init(_ label: String, factory: any MetricsFactory) {
+        self.label = label
+        self.factory = factory
     }
 
-    private func timer(_ label: String, _ dimensions: [(String, String)]) -> Timer {
-        Self.made(timers, Key(label, dimensions)) {
-            Timer(label: label, dimensions: dimensions, preferredDisplayUnit: .seconds, factory: factory)
+    subscript(link: String) -> EventCounter {
+        made.withLock { made in
+            if let counter = made[link] { return counter }
+            let counter = EventCounter(label: label, dimensions: [("link", link)], factory: factory)
+            made[link] = counter
+            return counter
         }
     }
 
-    /// The instrument made for `key`, made now (once) if none was.
-    private static func made<Instrument>(
-        _ cache: borrowing Mutex<[Key: Instrument]>, _ key: Key, _ make: () -> Instrument
-    ) -> Instrument {
-        cache.withLock { cache in
-            if let made = cache[key] { return made }
-            let made = make()
-            cache[key] = made
-            return made
+    func prepare(_ links: [String]) { for link in links { _ = self[link] } }
+
+    /// Over every link.
+    var total: Int { made.withLock { $0.values.reduce(0) { $0 + $1.value } } }
+}
+
+/// One gauge family labelled by link, each link's gauge made once, on first use.
+final class LinkGauges: Sendable {
+    private let label: String
+    private let factory: any MetricsFactory
+    private let made = Mutex<[String: Gauge]>([:])
+
+    init(_ label: String, factory: any MetricsFactory) {
+        self.label = label
+        self.factory = factory
+    }
+
+    subscript(link: String) -> Gauge {
+        made.withLock { made in
+            if let gauge = made[link] { return gauge }
+            let gauge = Gauge(label: label, dimensions: [("link", link)], factory: factory)
+            made[link] = gauge
+            return gauge
         }
     }
 }
@@ -166,16 +204,21 @@ final class AnswerCounters: Sendable {
 /// `dns_push_messages_sent_total` and `dns_push_bytes_sent_total` (PUSH messages), and
 /// `dns_push_sessions_ended_total{reason}`.
 final class PushMetrics: Sendable {
-    private let sessions = Gauge(label: "dns_push_sessions")
-    private let subscriptions = Gauge(label: "dns_push_subscriptions")
-    private let messagesSent = Counter(label: "dns_push_messages_sent_total")
-    private let bytesSent = Counter(label: "dns_push_bytes_sent_total")
+    private let sessions: Gauge
+    private let subscriptions: Gauge
+    private let messagesSent: Counter
+    private let bytesSent: Counter
     private let ended: [PushSessionEnd: Counter]
 
-    init() {
+    init(factory: any MetricsFactory) {
+        sessions = Gauge(label: "dns_push_sessions", factory: factory)
+        subscriptions = Gauge(label: "dns_push_subscriptions", factory: factory)
+        messagesSent = Counter(label: "dns_push_messages_sent_total", factory: factory)
+        bytesSent = Counter(label: "dns_push_bytes_sent_total", factory: factory)
         var ended: [PushSessionEnd: Counter] = [:]
         for reason in PushSessionEnd.allCases {
-            ended[reason] = Counter(label: "dns_push_sessions_ended_total", dimensions: [("reason", reason.rawValue)])
+            ended[reason] = Counter(
+                label: "dns_push_sessions_ended_total", dimensions: [("reason", reason.rawValue)], factory: factory)
         }
         self.ended = ended
         sessions.record(0)

@@ -1,4 +1,5 @@
 import DNSWire
+import EventCounting
 import Logging
 import MDNS
 import Metrics
@@ -92,36 +93,6 @@ public final class Gateway: Sendable {
         var problems: [String] = []
     }
 
-    /// Per client link, made once (creating a metric goes through the factory's lock). A lock
-    /// of its own: the publisher reports errors holding its poll lock, which a pass may wait
-    /// for while it holds `model`.
-    private let instruments = Mutex<[String: Instruments]>([:])
-
-    private func instruments(for link: String) -> Instruments {
-        instruments.withLock { made in
-            if let existing = made[link] { return existing }
-            let new = Instruments(link: link)
-            made[link] = new
-            return new
-        }
-    }
-
-    /// `gateway_announced_instances`, `gateway_renames_total`, `gateway_withdrawn_total`,
-    /// `gateway_publish_errors_total` of one client link.
-    private struct Instruments {
-        let announced: Gauge
-        let renames: Counter
-        let withdrawn: Counter
-        let publishErrors: Counter
-
-        init(link: String) {
-            announced = Gauge(label: "gateway_announced_instances", dimensions: [("link", link)])
-            renames = Counter(label: "gateway_renames_total", dimensions: [("link", link)])
-            withdrawn = Counter(label: "gateway_withdrawn_total", dimensions: [("link", link)])
-            publishErrors = Counter(label: "gateway_publish_errors_total", dimensions: [("link", link)])
-        }
-    }
-
     public init(
         proxy: DiscoveryProxy, publisher: any MDNSPublisher, scheduler: any ProxyScheduler, logger: Logger,
         listen: @escaping @Sendable (Set<String>) -> Void = { _ in }
@@ -144,7 +115,7 @@ public final class Gateway: Sendable {
 
     /// The publisher could not publish or announce on `interface` (it retries by itself).
     public func publishFailed(on interface: String) {
-        instruments(for: interface).publishErrors.increment()
+        proxy.metrics.gatewayPublishErrors[interface].increment()
     }
 
     /// Leaves every browse; the publisher's shutdown withdraws the records (goodbyes).
@@ -237,7 +208,7 @@ public final class Gateway: Sendable {
             for key in batch.collisions {
                 if let records = model.published[key] { proxy.forgetOwnPublication(MDNSGroup(key: key, records: records)) }
                 model.renames[key, default: 0] += 1
-                instruments(for: key.interface).renames.increment()
+                proxy.metrics.gatewayRenames[key.interface].increment()
                 logger.info("mDNS gateway: name taken on the link, renaming the far instance", metadata: [
                     "mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)",
                     "gateway.renames": "\(model.renames[key] ?? 0)",
@@ -286,8 +257,9 @@ public final class Gateway: Sendable {
             recheck = model.routes.compactMap(\.recheckAt).min().map { max(.zero, $0 - now) }
             model.status = model.routes.compactMap(\.output?.status)
             for interface in interfaces {
-                instruments(for: interface).announced.record(
-                    (byInterface[interface] ?? []).reduce(0) { $0 + (model.routes[$1].output?.status.instances.count ?? 0) })
+                proxy.metrics.gatewayAnnounced(
+                    (byInterface[interface] ?? []).reduce(0) { $0 + (model.routes[$1].output?.status.instances.count ?? 0) },
+                    on: interface)
             }
             // What changed: a group whose records are the same array as before costs no
             // comparison of its records (Swift compares the buffers first).
@@ -476,7 +448,7 @@ public final class Gateway: Sendable {
     /// (gone, renamed, or no longer allowed).
     private func count(_ interface: String, from old: AnnouncementStatus?, to new: AnnouncementStatus) {
         let gone = Set(old?.instances ?? []).subtracting(new.instances).count
-        if gone > 0 { instruments(for: interface).withdrawn.increment(by: gone) }
+        if gone > 0 { proxy.metrics.gatewayWithdrawn[interface].increment(by: gone) }
     }
 }
 

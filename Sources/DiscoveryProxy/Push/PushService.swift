@@ -11,7 +11,8 @@ public final class PushService: Sendable {
     /// subscriptions already open stay), timeouts from the next message or keepalive on.
     public var configuration: PushConfiguration { live.withLock { $0 } }
     private let live: Mutex<PushConfiguration>
-    let metrics = PushMetrics()
+    /// Through the proxy's metrics factory, as every instrument of the proxy logic.
+    let metrics: PushMetrics
     private let logger: Logger
     private let sessions = Mutex<(next: Int, live: [Int: PushSession], shutDown: Bool)>((0, [:], false))
     private let subscriptions = Atomic<Int>(0)
@@ -27,6 +28,7 @@ public final class PushService: Sendable {
     public init(proxy: DiscoveryProxy, configuration: PushConfiguration = PushConfiguration(), logger: Logger) {
         self.proxy = proxy
         self.live = Mutex(configuration)
+        self.metrics = PushMetrics(factory: proxy.metrics.factory)
         self.logger = logger
         proxy.onReconfigure { [weak self] catalog in self?.review(catalog) }
     }
@@ -66,7 +68,7 @@ public final class PushService: Sendable {
         return session
     }
 
-    public var sessionCount: Int { sessions.withLock { $0.live.count } }
+    @_spi(Testing) public var sessionCount: Int { sessions.withLock { $0.live.count } }
     public var subscriptionCount: Int { subscriptions.load(ordering: .relaxed) }
 
     /// Sends every established session a Retry Delay and closes it (RFC 8490 §7.2).

@@ -51,7 +51,7 @@
 // testing: debug builds only, like the tcp harness.
 #if DEBUG
 import DNSWire
-@testable import DiscoveryProxy
+@_spi(Testing) @testable import DiscoveryProxy
 import Logging
 import MDNS
 import ProxyTestSupport

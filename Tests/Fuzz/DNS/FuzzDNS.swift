@@ -9,7 +9,7 @@
 // `tcp` (TCPHarness.swift) or `dso` (DSOHarness.swift).
 
 import DNSWire
-import DiscoveryProxy
+@_spi(Testing) import DiscoveryProxy
 import Logging
 import MDNS
 import ProxyTestSupport
