@@ -137,51 +137,45 @@ final class ProxyMetrics: Sendable {
     }
 }
 
-/// One counter family labelled by link: each link's counter made once, on first use (or by
-/// `prepare`), and their total for the status page.
-final class LinkCounters: Sendable {
-    private let label: String
-    private let factory: any MetricsFactory
-    private let made = Mutex<[String: EventCounter]>([:])
+/// One instrument family labelled by link: each link's instrument made once, on first use
+/// (or by `prepare`), through the factory given.
+final class PerLink<Instrument: Sendable>: Sendable {
+    private let make: @Sendable (String) -> Instrument
+    private let made = Mutex<[String: Instrument]>([:])
 
-    init(_ label: String, factory: any MetricsFactory) {
-        self.label = label
-        self.factory = factory
+    init(_ make: @escaping @Sendable (_ link: String) -> Instrument) {
+        self.make = make
     }
 
-    subscript(link: String) -> EventCounter {
+    subscript(link: String) -> Instrument {
         made.withLock { made in
-            if let counter = made[link] { return counter }
-            let counter = EventCounter(label: label, dimensions: [("link", link)], factory: factory)
-            made[link] = counter
-            return counter
+            if let instrument = made[link] { return instrument }
+            let instrument = make(link)
+            made[link] = instrument
+            return instrument
         }
     }
 
     func prepare(_ links: [String]) { for link in links { _ = self[link] } }
 
-    /// Over every link.
-    var total: Int { made.withLock { $0.values.reduce(0) { $0 + $1.value } } }
+    fileprivate var all: [Instrument] { made.withLock { Array($0.values) } }
 }
 
-/// One gauge family labelled by link, each link's gauge made once, on first use.
-final class LinkGauges: Sendable {
-    private let label: String
-    private let factory: any MetricsFactory
-    private let made = Mutex<[String: Gauge]>([:])
+typealias LinkCounters = PerLink<EventCounter>
+typealias LinkGauges = PerLink<Gauge>
 
-    init(_ label: String, factory: any MetricsFactory) {
-        self.label = label
-        self.factory = factory
+extension PerLink where Instrument == EventCounter {
+    convenience init(_ label: String, factory: any MetricsFactory) {
+        self.init { EventCounter(label: label, dimensions: [("link", $0)], factory: factory) }
     }
 
-    subscript(link: String) -> Gauge {
-        made.withLock { made in
-            if let gauge = made[link] { return gauge }
-            let gauge = Gauge(label: label, dimensions: [("link", link)], factory: factory)
-            made[link] = gauge
-            return gauge
-        }
+    /// Over every link.
+    var total: Int { all.reduce(0) { $0 + $1.value } }
+}
+
+extension PerLink where Instrument == Gauge {
+    convenience init(_ label: String, factory: any MetricsFactory) {
+        self.init { Gauge(label: label, dimensions: [("link", $0)], factory: factory) }
     }
 }
 
