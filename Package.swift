@@ -17,7 +17,7 @@ let swiftSettings: [SwiftSetting] = [
 let releaseLinkerSettings: [LinkerSetting] = [
     .unsafeFlags(
         ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"],
-        .when(platforms: [.linux], configuration: .release)),
+        .when(platforms: [.linux], configuration: .release))
 ]
 
 // The proxy's executable laid out for a small resident set (docs/BENCHMARKS.md, "Footprint,
@@ -27,14 +27,17 @@ let releaseLinkerSettings: [LinkerSetting] = [
 // identical functions are folded into one. Names the code no longer has are skipped without
 // a warning: a stale order costs memory, never correctness. The order and the folding need a
 // section per function, which the release builds ask for (debian/rules, Dockerfile).
-let proxyLinkerSettings: [LinkerSetting] = releaseLinkerSettings + [
-    .unsafeFlags(
-        ["-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Linking/symbol-order.txt",
-         "-Xlinker", "--no-warn-symbol-ordering",
-         "-Xlinker", "--script=\(Context.packageDirectory)/Linking/private-text.ld",
-         "-Xlinker", "--icf=all"],
-        .when(platforms: [.linux], configuration: .release)),
-]
+let proxyLinkerSettings: [LinkerSetting] =
+    releaseLinkerSettings + [
+        .unsafeFlags(
+            [
+                "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Linking/symbol-order.txt",
+                "-Xlinker", "--no-warn-symbol-ordering",
+                "-Xlinker", "--script=\(Context.packageDirectory)/Linking/private-text.ld",
+                "-Xlinker", "--icf=all",
+            ],
+            .when(platforms: [.linux], configuration: .release))
+    ]
 
 let package = Package(
     name: "discovery-proxy",
@@ -164,7 +167,8 @@ let package = Package(
         .target(
             name: "ProxyApp",
             dependencies: [
-                "DNSWire", "MDNS", "DiscoveryProxy", "DNSServer", "AdminHTTP", "BuildInfo", "YAMLDocument", "CTLSIdentity",
+                "DNSWire", "MDNS", "DiscoveryProxy", "DNSServer", "AdminHTTP", "BuildInfo", "YAMLDocument",
+                "CTLSIdentity",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),

@@ -40,6 +40,12 @@ SCRATCH="${SWIFTPM_SCRATCH_PATH:-.build}"
 echo "=== docs/ARCHITECTURE.md names only what exists (scripts/check-architecture.py)"
 arch_rc=0
 python3 scripts/check-architecture.py || arch_rc=$?
+echo "=== formatting (swift format lint --strict, the settings in .swift-format)"
+format_rc=0
+swift format lint --strict --recursive --parallel Sources Tests Package.swift || {
+    format_rc=$?
+    echo "format: run 'swift format --in-place --recursive Sources Tests Package.swift' and commit the result" >&2
+}
 # The Debian package, built as users build it (dpkg-buildpackage, release: the package CI
 # checks is the one they install, docs/BENCHMARKS.md "Footprint") in .build-deb (debian/rules:
 # a static build must not share a scratch path with the dynamic one), checked by lintian, then
@@ -134,8 +140,8 @@ bench_rc=0
 bench_json="$(mktemp /tmp/bench-smoke-XXXXXX.json)"
 bash scripts/bench.sh --smoke --proxy-bin "$DISCOVERY_PROXY_BIN" --json "$bench_json" || bench_rc=$?
 rm -f "$bench_json"
-if [ "$man_rc" -ne 0 ] || [ "$arch_rc" -ne 0 ] || [ "$deb_rc" -ne 0 ] || [ "$unit_rc" -ne 0 ] || [ "$it_rc" -ne 0 ] || [ "$soak_rc" -ne 0 ] || [ "$bench_rc" -ne 0 ]; then
-    echo "FAILED: manual pages exit $man_rc, architecture check exit $arch_rc, Debian package exit $deb_rc, swift test exit $unit_rc, integration tests exit $it_rc, soak exit $soak_rc, benchmark smoke exit $bench_rc" >&2
+if [ "$man_rc" -ne 0 ] || [ "$arch_rc" -ne 0 ] || [ "$format_rc" -ne 0 ] || [ "$deb_rc" -ne 0 ] || [ "$unit_rc" -ne 0 ] || [ "$it_rc" -ne 0 ] || [ "$soak_rc" -ne 0 ] || [ "$bench_rc" -ne 0 ]; then
+    echo "FAILED: manual pages exit $man_rc, architecture check exit $arch_rc, formatting exit $format_rc, Debian package exit $deb_rc, swift test exit $unit_rc, integration tests exit $it_rc, soak exit $soak_rc, benchmark smoke exit $bench_rc" >&2
     exit 1
 fi
 echo "all tests passed"

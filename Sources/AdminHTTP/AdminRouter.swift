@@ -1,12 +1,13 @@
+import HTTPTypes
 public import Hummingbird
+import NIOCore
 public import Prometheus
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import HTTPTypes
-import NIOCore
 
 /// The admin routes:
 ///
@@ -45,7 +46,8 @@ public func buildAdminRouter(
 
     router.get("/metrics") { _, _ -> Response in
         gauges.update(from: source.adminStatus())
-        return AdminResponse.bytes(MetricHelp.annotate(registry.emitToBuffer()), contentType: "text/plain; version=0.0.4; charset=utf-8")
+        return AdminResponse.bytes(
+            MetricHelp.annotate(registry.emitToBuffer()), contentType: "text/plain; version=0.0.4; charset=utf-8")
     }
 
     router.post("/reload") { request, _ -> Response in

@@ -1,5 +1,6 @@
 public import DNSServer
 public import DiscoveryProxy
+
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
 #else

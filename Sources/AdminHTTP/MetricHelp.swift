@@ -12,7 +12,8 @@ public enum MetricHelp {
         "dns_queries_dropped_total": "Queries not answered at all: responses, or messages without a DNS header.",
         "dns_refused_queries_total": "Queries answered REFUSED: outside every zone, or from a client the ACL refuses.",
         "dns_acl_refused_total": "Queries refused by the client ACL (allow-clients).",
-        "dns_link_refused_total": "Queries refused because the client may not see that link (links[].clients), by link.",
+        "dns_link_refused_total":
+            "Queries refused because the client may not see that link (links[].clients), by link.",
         "dns_malformed_queries_total": "Queries answered FORMERR: undecodable, or not exactly one question.",
         "dns_rrl_responses_total": "UDP responses held back by response rate limiting, by action (dropped, slipped).",
         // TCP (DNSServer, ScrapeGauges)

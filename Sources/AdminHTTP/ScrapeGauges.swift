@@ -1,8 +1,8 @@
-public import Prometheus
 import CoreMetrics
-import Metrics
 import DNSServer
 import DiscoveryProxy
+import Metrics
+public import Prometheus
 import Synchronization
 
 /// The levels `/metrics` shows, set from an `AdminStatus` snapshot before each scrape: open TCP
@@ -68,12 +68,14 @@ public final class ScrapeGauges: Sendable {
             for link in status.links {
                 let gauges =
                     state.timingGauges[link.interface]
-                    ?? (CoreMetrics.Gauge(
-                        label: "mdns_link_negative_timeout_seconds", dimensions: [("link", link.interface)],
-                        factory: self.factory),
+                    ?? (
+                        CoreMetrics.Gauge(
+                            label: "mdns_link_negative_timeout_seconds", dimensions: [("link", link.interface)],
+                            factory: self.factory),
                         CoreMetrics.Gauge(
                             label: "mdns_link_answer_spread_seconds", dimensions: [("link", link.interface)],
-                            factory: self.factory))
+                            factory: self.factory)
+                    )
                 state.timingGauges[link.interface] = gauges
                 gauges.negativeTimeout.record(link.answerTimes.negativeTimeoutSeconds)
                 gauges.spread.record(link.answerTimes.spreadSeconds)

@@ -1,6 +1,7 @@
-import DNSWire
 import DNSServer
+import DNSWire
 import DiscoveryProxy
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -130,7 +131,8 @@ public enum StatusPage {
                 var anchored = Set<String>()
                 for service in services {
                     // The inventory's links land on the first instance of each type.
-                    let id = anchored.insert(service.type.lowercased()).inserted
+                    let id =
+                        anchored.insert(service.type.lowercased()).inserted
                         ? " id=\"\(anchor(link.interface, service.type))\"" : ""
                     html += "<tr\(id)><td><code>\(escape(service.type))</code></td>"
                     html += "<td class=\"instance\">\(escape(service.instance))</td>"
@@ -164,7 +166,9 @@ public enum StatusPage {
             if route.instances.isEmpty {
                 html += "<p class=\"empty\">Nothing announced yet.</p>\n"
             } else {
-                html += "<p>" + route.instances.map { "<span class=\"chip\">\(escape($0))</span>" }.joined(separator: " ") + "</p>\n"
+                html +=
+                    "<p>" + route.instances.map { "<span class=\"chip\">\(escape($0))</span>" }.joined(separator: " ")
+                    + "</p>\n"
             }
             for held in route.heldBack {
                 html += "<p class=\"muted\">Not announced: \(escape(held.instance)): \(escape(held.reason))</p>\n"
@@ -189,9 +193,11 @@ public enum StatusPage {
     static func inventorySection(_ inventory: LinkInventory, of link: LinkStatus) -> String {
         var html = "<div class=\"inventory\"><h3>On this link</h3>\n"
         html += "<p class=\"muted\">The proxy's own inventory: _services._dns-sd._udp and one browse per type, "
-        html += "every \(escape(formatUptime(inventory.intervalSeconds))), last \(escape(formatAge(inventory.ageSeconds)))"
+        html +=
+            "every \(escape(formatUptime(inventory.intervalSeconds))), last \(escape(formatAge(inventory.ageSeconds)))"
         if inventory.omittedTypes > 0 {
-            html += "; \(plural(inventory.omittedTypes, "more type")) not browsed (inventory-max-types, or the browse limit)"
+            html +=
+                "; \(plural(inventory.omittedTypes, "more type")) not browsed (inventory-max-types, or the browse limit)"
         }
         html += ".</p>\n"
         if inventory.types.isEmpty {
@@ -204,7 +210,8 @@ public enum StatusPage {
         for type in inventory.types {
             let count = type.instances.map { plural($0, "instance") } ?? "not counted"
             let code = "<code>\(escape(type.type))</code>"
-            html += listed.contains(type.type.lowercased())
+            html +=
+                listed.contains(type.type.lowercased())
                 ? "<li><a href=\"#\(anchor(link.interface, type.type))\">\(code)</a>" : "<li>\(code)"
             html += " <span class=\"count\">\(escape(count))</span></li>"
         }

@@ -10,7 +10,10 @@ extension DNSSDBrowse {
         for domain in try session.browseDomains() {
             do {
                 let service = try session.client.resolve(instance: instance, type: type, domain: domain)
-                Console.out(self.json ? Output.resolveJSON(service, server: session.serverText) : Output.resolveText(service, server: session.serverText))
+                Console.out(
+                    self.json
+                        ? Output.resolveJSON(service, server: session.serverText)
+                        : Output.resolveText(service, server: session.serverText))
                 return
             } catch {
                 guard case .instanceNotFound = error else { throw error }
@@ -29,7 +32,8 @@ extension DNSSDBrowse {
             return all
         }
         if self.watch {
-            Console.out(Output.browseTitle(type: type, domains: domains, server: session.serverText) + "\n", unless: self.json)
+            Console.out(
+                Output.browseTitle(type: type, domains: domains, server: session.serverText) + "\n", unless: self.json)
             Console.out(Output.instanceHeader(watch: true) + "\n", unless: self.json)
             if self.watchWithPush(client: session.client, type: type, domains: domains) { return }
             try self.watchLoop { () throws(DNSSDError) in
@@ -73,7 +77,9 @@ extension DNSSDBrowse {
         let searched = session.explicitDomain.map { [$0] } ?? session.searchDomains
         guard !searched.isEmpty else { throw .noBrowseDomains(searched: [], server: session.serverText) }
         let poll = { () throws(DNSSDError) -> [BrowseDomain] in
-            if let explicitDomain = session.explicitDomain { return try session.client.browseDomains(in: explicitDomain) }
+            if let explicitDomain = session.explicitDomain {
+                return try session.client.browseDomains(in: explicitDomain)
+            }
             var all: [BrowseDomain] = []
             for search in searched {
                 let found: [BrowseDomain]

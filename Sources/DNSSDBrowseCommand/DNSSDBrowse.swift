@@ -51,7 +51,9 @@ public struct DNSSDBrowse: ParsableCommand {
             """,
         version: "dnssd-browse \(BuildInfo.description)")
 
-    @Option(name: .long, help: ArgumentHelp("DNS server, numeric: ADDR, ADDR:PORT or [IPv6]:PORT.", valueName: "ADDR[:PORT]"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("DNS server, numeric: ADDR, ADDR:PORT or [IPv6]:PORT.", valueName: "ADDR[:PORT]"))
     var server: String?
 
     @Flag(name: .long, help: "Use TCP only (otherwise UDP, falling back to TCP when the answer is truncated).")
@@ -75,25 +77,35 @@ public struct DNSSDBrowse: ParsableCommand {
     @Flag(name: .long, help: "With --watch: always poll, even where the zone offers DNS Push.")
     var noPush = false
 
-    @Option(name: .long, help: ArgumentHelp("With --watch: trust this PEM (a CA, or the proxy's own self-signed certificate) for DNS Push TLS.", valueName: "FILE"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "With --watch: trust this PEM (a CA, or the proxy's own self-signed certificate) for DNS Push TLS.",
+            valueName: "FILE"))
     var pushCA: String?
 
     @Flag(name: .long, help: "With --watch: do not verify the DNS Push server's certificate (labs only).")
     var pushInsecure = false
 
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("With --watch: stop after N polls.", valueName: "N"))
+    @Option(
+        name: .long, parsing: .unconditional, help: ArgumentHelp("With --watch: stop after N polls.", valueName: "N"))
     var count: Int?
 
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("With --watch: stop after S seconds.", valueName: "S"))
+    @Option(
+        name: .long, parsing: .unconditional, help: ArgumentHelp("With --watch: stop after S seconds.", valueName: "S"))
     var duration: Double?
 
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Seconds to wait for each answer (the proxy may take 6 s on a miss).", valueName: "SECONDS"))
+    @Option(
+        name: .long, parsing: .unconditional,
+        help: ArgumentHelp("Seconds to wait for each answer (the proxy may take 6 s on a miss).", valueName: "SECONDS"))
     var timeout: Double = 8
 
     @Option(name: .long, help: ArgumentHelp("Resolver configuration to read.", valueName: "PATH"))
     var resolvConf = "/etc/resolv.conf"
 
-    @Argument(help: ArgumentHelp("TYPE [DOMAIN], INSTANCE TYPE [DOMAIN] (--resolve) or [DOMAIN] (--types, --domains).", valueName: "NAMES"))
+    @Argument(
+        help: ArgumentHelp(
+            "TYPE [DOMAIN], INSTANCE TYPE [DOMAIN] (--resolve) or [DOMAIN] (--types, --domains).", valueName: "NAMES"))
     var names: [String] = []
 
     enum Mode { case browse, resolve, types, domains }
@@ -124,7 +136,9 @@ public struct DNSSDBrowse: ParsableCommand {
             case .types, .domains: throw ValidationError("expected at most one DOMAIN")
             }
         }
-        guard self.timeout > 0 else { throw ValidationError("--timeout must be positive (seconds), not \(self.timeout.formatted)") }
+        guard self.timeout > 0 else {
+            throw ValidationError("--timeout must be positive (seconds), not \(self.timeout.formatted)")
+        }
         if self.watch && self.mode == .resolve { throw ValidationError("--watch works with lists, not --resolve") }
         if !self.watch && (self.count != nil || self.duration != nil) {
             throw ValidationError("--count and --duration need --watch")
@@ -179,7 +193,8 @@ public struct DNSSDBrowse: ParsableCommand {
             return .browse(type: try ServiceNames.parseServiceType(self.names[0]), domain: try domain(at: 1))
         case .resolve:
             return .resolve(
-                instance: try ServiceNames.instanceLabel(self.names[0]), type: try ServiceNames.parseServiceType(self.names[1]),
+                instance: try ServiceNames.instanceLabel(self.names[0]),
+                type: try ServiceNames.parseServiceType(self.names[1]),
                 domain: try domain(at: 2))
         case .types: return .types(domain: try domain(at: 0))
         case .domains: return .domains(domain: try domain(at: 0))
@@ -243,10 +258,16 @@ public struct DNSSDBrowse: ParsableCommand {
             let (added, removed) = Output.diff(old: previous, new: rows)
             let time = Console.timeOfDay
             for row in removed {
-                Console.out((self.json ? Output.watchJSON(added: false, time: time, row: row) : Output.watchLine(added: false, time: time, row: row)) + "\n")
+                Console.out(
+                    (self.json
+                        ? Output.watchJSON(added: false, time: time, row: row)
+                        : Output.watchLine(added: false, time: time, row: row)) + "\n")
             }
             for row in added {
-                Console.out((self.json ? Output.watchJSON(added: true, time: time, row: row) : Output.watchLine(added: true, time: time, row: row)) + "\n")
+                Console.out(
+                    (self.json
+                        ? Output.watchJSON(added: true, time: time, row: row)
+                        : Output.watchLine(added: true, time: time, row: row)) + "\n")
             }
             previous = rows
             polls += 1

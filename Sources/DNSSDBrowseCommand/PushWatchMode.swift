@@ -17,7 +17,9 @@ extension DNSSDBrowse {
         guard let endpoint = endpoints.first, endpoints.allSatisfy({ $0 == endpoint }) else { return false }
         let trust: PushTrust = self.pushInsecure ? .insecure : self.pushCA.map { .file($0) } ?? .system
         let questions = domains.compactMap { domain in
-            (try? ServiceNames.serviceName(instance: nil, type: type, domain: domain)).map { Question(name: $0, type: .ptr) }
+            (try? ServiceNames.serviceName(instance: nil, type: type, domain: domain)).map {
+                Question(name: $0, type: .ptr)
+            }
         }
         let shown = "\(endpoint.target) (\(endpoint.address):\(endpoint.port))"
         let rows = Mutex<[DNSName: [OutputRow]]>([:])
@@ -64,6 +66,8 @@ extension DNSSDBrowse {
     }
 
     private static func line(_ json: Bool, added: Bool, time: String, row: OutputRow) -> String {
-        json ? Output.watchJSON(added: added, time: time, row: row) : Output.watchLine(added: added, time: time, row: row)
+        json
+            ? Output.watchJSON(added: added, time: time, row: row)
+            : Output.watchLine(added: added, time: time, row: row)
     }
 }

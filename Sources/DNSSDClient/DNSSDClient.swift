@@ -215,8 +215,10 @@ public struct DNSSDClient: Sendable {
         func collect(_ records: [ResourceRecord]) {
             for record in records where record.name == target {
                 switch record.rdata {
-                case .a(let bytes): if !v4.contains(IPAddressText.format(bytes)) { v4.append(IPAddressText.format(bytes)) }
-                case .aaaa(let bytes): if !v6.contains(IPAddressText.format(bytes)) { v6.append(IPAddressText.format(bytes)) }
+                case .a(let bytes):
+                    if !v4.contains(IPAddressText.format(bytes)) { v4.append(IPAddressText.format(bytes)) }
+                case .aaaa(let bytes):
+                    if !v6.contains(IPAddressText.format(bytes)) { v6.append(IPAddressText.format(bytes)) }
                 default: continue
                 }
             }
@@ -248,9 +250,11 @@ public struct DNSSDClient: Sendable {
         let response = try self.transport.query(question)
         let records = try self.checked(response, question: question, domain: domain)
         let answer: String? =
-            if response.rcode == .nxDomain { "NXDOMAIN" }
-            else if records.isEmpty && !response.authority.contains(where: { $0.type == .soa }) { "no records and no SOA" }
-            else { nil }
+            if response.rcode == .nxDomain {
+                "NXDOMAIN"
+            } else if records.isEmpty && !response.authority.contains(where: { $0.type == .soa }) {
+                "no records and no SOA"
+            } else { nil }
         if let answer {
             throw .notABrowseDomain(
                 server: self.serverText, qname: "\(ServiceNames.display(question.name)) \(question.type)",
@@ -260,7 +264,8 @@ public struct DNSSDClient: Sendable {
     }
 
     func checked(_ response: Message, question: Question, domain: DNSName) throws(DNSSDError) -> [ResourceRecord] {
-        if let error = DNSSDError.from(rcode: response.rcode, server: self.serverText, question: question, domain: domain)
+        if let error = DNSSDError.from(
+            rcode: response.rcode, server: self.serverText, question: question, domain: domain)
         {
             throw error
         }

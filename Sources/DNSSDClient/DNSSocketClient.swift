@@ -80,7 +80,9 @@ public struct DNSSocketClient: Sendable {
         var buffer = [UInt8](repeating: 0, count: 65535)
         while answers.contains(where: { $0 == nil }) {
             let now = Clock.now
-            if now >= deadline { throw .timeout(server: self.server.description, seconds: self.timeout, transport: "UDP") }
+            if now >= deadline {
+                throw .timeout(server: self.server.description, seconds: self.timeout, transport: "UDP")
+            }
             if now >= nextSend {
                 for index in queries.indices where answers[index] == nil {
                     try socket.send(wires[index], transport: "UDP")
@@ -170,7 +172,8 @@ struct Socket {
         self.server = server
         let family = server.family == .v4 ? AF_INET : AF_INET6
         #if canImport(Glibc)
-        let type = Int32(stream ? SOCK_STREAM.rawValue : SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        let type =
+            Int32(stream ? SOCK_STREAM.rawValue : SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
             | Int32(SOCK_NONBLOCK.rawValue)
         #else
         let type = stream ? SOCK_STREAM : SOCK_DGRAM

@@ -110,7 +110,9 @@ public enum Output {
                 "txt",
                 .array(
                     service.txtEntries.map { entry in
-                        .object([("key", .string(entry.key)), ("value", entry.displayValue.map { .string($0) } ?? .null)])
+                        .object([
+                            ("key", .string(entry.key)), ("value", entry.displayValue.map { .string($0) } ?? .null),
+                        ])
                     })
             ),
             ("ttl", .int(Int(service.ttl))),

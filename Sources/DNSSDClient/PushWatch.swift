@@ -55,9 +55,11 @@ public final class PushWatch: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: context, serverHostname: serverName))
-                    try sync.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes)))
+                    try sync.addHandler(
+                        ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes)))
                     try sync.addHandler(LengthFieldPrepender(lengthFieldBitLength: .twoBytes))
-                    try sync.addHandler(PushClientHandler(responses: responses, onChange: onChange, onClose: { finished.signal() }))
+                    try sync.addHandler(
+                        PushClientHandler(responses: responses, onChange: onChange, onClose: { finished.signal() }))
                 }
             }
         do {
@@ -100,7 +102,8 @@ public final class PushWatch: Sendable {
             }
             if done.wait(timeout: .now() + slice) == .success { return false }
             id = id == UInt16.max ? 1000 : id + 1
-            let keepalive = DSOMessage(id: id, tlvs: [.keepalive(inactivityMilliseconds: 15000, keepaliveMilliseconds: 60000)])
+            let keepalive = DSOMessage(
+                id: id, tlvs: [.keepalive(inactivityMilliseconds: 15000, keepaliveMilliseconds: 60000)])
             channel.writeAndFlush(channel.allocator.buffer(bytes: keepalive.encode()), promise: nil)
         }
     }
@@ -128,7 +131,9 @@ private final class PushResponses: Sendable {
         let complete = state.withLock { state -> Bool in
             guard state.left > 0 else { return false }
             state.left -= 1
-            if rcode != .noError, state.failure == nil { state.failure = .rcode(rcode == .notAuth ? "NOTAUTH" : "\(rcode)") }
+            if rcode != .noError, state.failure == nil {
+                state.failure = .rcode(rcode == .notAuth ? "NOTAUTH" : "\(rcode)")
+            }
             return state.left == 0
         }
         if complete { ready.signal() }
@@ -156,7 +161,10 @@ private final class PushClientHandler: ChannelInboundHandler {
     let onChange: @Sendable (PushChange) -> Void
     let onClose: @Sendable () -> Void
 
-    init(responses: PushResponses, onChange: @escaping @Sendable (PushChange) -> Void, onClose: @escaping @Sendable () -> Void) {
+    init(
+        responses: PushResponses, onChange: @escaping @Sendable (PushChange) -> Void,
+        onClose: @escaping @Sendable () -> Void
+    ) {
         self.responses = responses
         self.onChange = onChange
         self.onClose = onClose

@@ -92,7 +92,9 @@ public struct ServerAddress: Sendable, Hashable, CustomStringConvertible {
             sin.sin_port = port.bigEndian
             withUnsafeMutableBytes(of: &sin.sin_addr) { $0.copyBytes(from: address) }
             return withUnsafePointer(to: &sin) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    body($0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
             }
         case .v6:
             var sin6 = sockaddr_in6()
@@ -101,7 +103,9 @@ public struct ServerAddress: Sendable, Hashable, CustomStringConvertible {
             sin6.sin6_scope_id = scopeID
             withUnsafeMutableBytes(of: &sin6.sin6_addr) { $0.copyBytes(from: address) }
             return withUnsafePointer(to: &sin6) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    body($0, socklen_t(MemoryLayout<sockaddr_in6>.size))
+                }
             }
         }
     }

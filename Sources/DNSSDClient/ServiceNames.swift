@@ -57,7 +57,8 @@ public enum ServiceNames {
         do {
             return try domain.prepending(head)
         } catch {
-            let text = (instance.map { displayLabel($0) + "." } ?? "") + type.map { displayLabel($0) }.joined(separator: ".")
+            let text =
+                (instance.map { displayLabel($0) + "." } ?? "") + type.map { displayLabel($0) }.joined(separator: ".")
             throw .malformedName(kind: "name", text: text + "." + display(domain), reason: reason(error))
         }
     }
@@ -135,7 +136,8 @@ public enum ServiceNames {
         case .labelTooLong(let count, let label):
             return "label \"\(displayLabel(label, escapeDots: true))\" is \(count) octets (at most 63)"
         case .badEscape(_, _, .trailingBackslash): return "trailing backslash"
-        case .badEscape(_, let offset, .needsThreeDigits): return "bad escape at offset \(offset): \\DDD needs three digits"
+        case .badEscape(_, let offset, .needsThreeDigits):
+            return "bad escape at offset \(offset): \\DDD needs three digits"
         case .badEscape(_, let offset, .outOfRange(let value)):
             return "bad escape \\\(value) at offset \(offset) (at most \\255)"
         case .nameTooLong: return error.description

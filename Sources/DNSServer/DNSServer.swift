@@ -1,3 +1,12 @@
+import CoreMetrics
+import DNSWire
+import Logging
+import NIOCore
+import NIOExtras
+import NIOPosix
+import ServiceLifecycle
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,14 +14,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import DNSWire
-import CoreMetrics
-import Logging
-import NIOCore
-import NIOExtras
-import NIOPosix
-import ServiceLifecycle
-import Synchronization
 
 /// A socket the server listens on.
 public struct DNSServerBoundAddress: Sendable, Hashable, CustomStringConvertible {

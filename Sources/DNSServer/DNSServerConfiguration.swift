@@ -21,7 +21,9 @@ public struct DNSServerConfiguration: Sendable, Equatable {
 
     /// The IPv6 and IPv4 wildcards on port 53, in the order they bind (and `--check-config`
     /// prints them). IPv6 sockets are v6-only, so both bind.
-    public static let defaultListenAddresses = [ListenAddress(host: "::", port: 53), ListenAddress(host: "0.0.0.0", port: 53)]
+    public static let defaultListenAddresses = [
+        ListenAddress(host: "::", port: 53), ListenAddress(host: "0.0.0.0", port: 53),
+    ]
 
     /// RFC 7766 §6.2.3: a TCP connection with no query in flight is closed this long after the last
     /// complete message received or answer sent. Partial messages do not reset it.

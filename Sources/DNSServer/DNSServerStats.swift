@@ -1,5 +1,5 @@
-import DNSWire
 import CoreMetrics
+import DNSWire
 import EventCounting
 import Synchronization
 

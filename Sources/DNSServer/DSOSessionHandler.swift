@@ -1,12 +1,13 @@
+import DNSWire
+import Logging
+import NIOCore
+import NIOExtras
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import DNSWire
-import Logging
-import NIOCore
-import NIOExtras
 
 /// Routes a stream connection's DSO messages (RFC 8490, OPCODE 6) to a session of the
 /// responder, and writes the session's messages. It sits between the framing and
@@ -55,7 +56,8 @@ final class DSOSessionHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = Self.unwrapInboundIn(data)
         // Read in place: every query on the connection passes this check.
-        let isDSO = frame.readableBytes >= 12
+        let isDSO =
+            frame.readableBytes >= 12
             && (frame.getInteger(at: frame.readerIndex + 2, as: UInt8.self)! >> 3) & 0x0F == 6
         guard isDSO || self.session != nil else {
             context.fireChannelRead(data)

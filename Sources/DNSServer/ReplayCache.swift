@@ -1,11 +1,12 @@
+import DNSWire
+import NIOCore
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import DNSWire
-import NIOCore
-import Synchronization
 
 /// Answers the responder allowed to be replayed (`DNSAnswerReplay`), kept per event loop so
 /// that a repeated query is answered without a lock, a responder call or an allocation: hash
@@ -32,8 +33,10 @@ final class ReplayCache {
                 self = .v4(withUnsafeBytes(of: v4.address) { $0.loadUnaligned(fromByteOffset: 4, as: UInt32.self) })
             case .v6(let v6)?:
                 let words = withUnsafeBytes(of: v6.address) {
-                    ($0.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
-                     $0.loadUnaligned(fromByteOffset: 16, as: UInt64.self))
+                    (
+                        $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+                        $0.loadUnaligned(fromByteOffset: 16, as: UInt64.self)
+                    )
                 }
                 self = .v6(words.0, words.1)
             default:

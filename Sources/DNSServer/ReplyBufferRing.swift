@@ -15,7 +15,9 @@ struct ReplyBufferRing {
     }
 
     /// `answer` with `id` in place of its own ID, in the next slot's buffer.
-    mutating func reply(copying answer: UnsafeRawBufferPointer, id: UInt16, allocator: ByteBufferAllocator) -> ByteBuffer {
+    mutating func reply(copying answer: UnsafeRawBufferPointer, id: UInt16, allocator: ByteBufferAllocator)
+        -> ByteBuffer
+    {
         let slot: Int
         if self.buffers.count < self.slots {
             slot = self.buffers.count

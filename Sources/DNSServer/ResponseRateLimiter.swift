@@ -133,7 +133,9 @@ public final class ResponseRateLimiter: Sendable {
     /// Drops buckets that have refilled (they behave as new ones); if none has, the table is
     /// cleared rather than grown without bound (a flood from more prefixes than the table holds).
     private static func forgetIdle(_ state: inout State, now: Duration, rate: Double, capacity: Double) {
-        state.buckets = state.buckets.filter { $0.value.tokens + (now - $0.value.updated) / .seconds(1) * rate < capacity }
+        state.buckets = state.buckets.filter {
+            $0.value.tokens + (now - $0.value.updated) / .seconds(1) * rate < capacity
+        }
         if state.buckets.count >= state.limit.maxTrackedPrefixes { state.buckets.removeAll() }
     }
 
@@ -153,7 +155,10 @@ public final class ResponseRateLimiter: Sendable {
         }
         var offset = 12
         while offset < answer.count, answer[offset] != 0 {
-            guard answer[offset] & 0xC0 == 0 else { offset = answer.count; break }
+            guard answer[offset] & 0xC0 == 0 else {
+                offset = answer.count
+                break
+            }
             offset += Int(answer[offset]) + 1
         }
         guard offset + 5 <= answer.count else {

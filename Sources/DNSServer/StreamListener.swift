@@ -1,3 +1,10 @@
+import Logging
+import NIOCore
+import NIOExtras
+import NIOPosix
+import NIOSSL
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,12 +12,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Logging
-import NIOCore
-import NIOExtras
-import NIOPosix
-import NIOSSL
-import Synchronization
 
 /// The stream listeners of one server: DNS over TCP (RFC 7766), and the same with TLS as a
 /// layer at the front of each connection's pipeline (RFC 7858, for DNS Push), the way
@@ -61,9 +62,10 @@ final class StreamListener: Sendable {
     /// New connection settings and limits, for the connections opened from now on.
     func apply(_ configuration: DNSServerConfiguration) {
         self.configuration.withLock { $0 = configuration }
-        registry.apply(.init(
-            total: configuration.maxTCPConnections, perClient: configuration.maxTCPConnectionsPerClient,
-            perSubnet: configuration.effectiveMaxTCPConnectionsPerSubnet))
+        registry.apply(
+            .init(
+                total: configuration.maxTCPConnections, perClient: configuration.maxTCPConnectionsPerClient,
+                perSubnet: configuration.effectiveMaxTCPConnectionsPerSubnet))
     }
 
     /// Listens on `address` (IPv6 sockets are IPv6-only, so that an IPv4 listener on the same

@@ -1,13 +1,14 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 import DNSWire
 import Logging
 import NIOCore
 import NIOExtras
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// One DNS-over-TCP connection (RFC 7766), placed after
 /// `ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes))` and
@@ -213,7 +214,9 @@ final class TCPDNSHandler: ChannelDuplexHandler {
             var client = self.client
             client.tcpIdleTimeout = self.connection.idleTimeoutToAnnounce(
                 configured: self.idleTimeout, shortOfConnections: self.registry.isShortOfConnections,
-                lifetimeLeft: self.lifetime.map { $0 - .nanoseconds((context.eventLoop.now - self.openedAt).nanoseconds) })
+                lifetimeLeft: self.lifetime.map {
+                    $0 - .nanoseconds((context.eventLoop.now - self.openedAt).nanoseconds)
+                })
             self.responder.handle(
                 query: query, from: client, answer: self.makeRespond(id: id, query: query, context: context))
         }
@@ -335,7 +338,8 @@ final class TCPDNSHandler: ChannelDuplexHandler {
                 self.lastWrite = nil
             } else if let after {
                 // Close once the session's last message and this handler's last answer are out.
-                self.lastWrite = self.lastWrite.map { EventLoopFuture.andAllComplete([$0, after], on: context.eventLoop) }
+                self.lastWrite =
+                    self.lastWrite.map { EventLoopFuture.andAllComplete([$0, after], on: context.eventLoop) }
                     ?? after
             }
             self.close(context: context, reason: abort ? .error : (self.connection.closeReason ?? .client))

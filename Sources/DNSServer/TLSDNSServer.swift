@@ -1,14 +1,15 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
 import ServiceLifecycle
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// DNS over TLS listeners (RFC 7858), for DNS Push sessions (RFC 8765 §5: Push runs on TLS).
 /// Each connection gets TLS, then the same length-framed pipeline as plain TCP, so DSO
@@ -161,7 +162,9 @@ public final class TLSDNSServer: Service, Sendable {
         await stream.drain(grace: cancelled ? .zero : configuration.shutdownGracePeriod)
     }
 
-    private func bind(_ listen: DNSServerConfiguration.ListenAddress, on stream: StreamListener) async throws -> any Channel {
+    private func bind(_ listen: DNSServerConfiguration.ListenAddress, on stream: StreamListener) async throws
+        -> any Channel
+    {
         let address: SocketAddress
         do {
             address = try SocketAddress(ipAddress: listen.host, port: listen.port)
@@ -171,7 +174,8 @@ public final class TLSDNSServer: Service, Sendable {
         do {
             return try await stream.bind(address)
         } catch let error as IOError {
-            throw DNSServerError(code: .cannotListen, address: "\(listen)/tls", reason: String(cString: strerror(error.errnoCode)))
+            throw DNSServerError(
+                code: .cannotListen, address: "\(listen)/tls", reason: String(cString: strerror(error.errnoCode)))
         }
     }
 }

@@ -1,5 +1,3 @@
-
-
 internal import CLDNS
 
 extension RData {
@@ -171,8 +169,6 @@ extension RData {
         }
     }
 }
-
-internal import CLDNS
 
 extension DNSName {
     /// Decodes one uncompressed wire-format name that spans all of `wire`.

@@ -70,7 +70,8 @@ public struct TXTEntry: Sendable, Hashable, Codable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        self.init(key: try container.decode(String.self, forKey: .key),
+        self.init(
+            key: try container.decode(String.self, forKey: .key),
             value: try container.decodeIfPresent(String.self, forKey: .value))
     }
 

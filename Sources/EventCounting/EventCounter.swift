@@ -11,7 +11,8 @@ public final class EventCounter: Sendable {
 
     /// Counted and exported as `label{dimensions}` through `factory` (the executable's
     /// bootstrapped factory by default, `TestMetrics` in tests).
-    public init(label: String, dimensions: [(String, String)] = [], factory: any MetricsFactory = MetricsSystem.factory) {
+    public init(label: String, dimensions: [(String, String)] = [], factory: any MetricsFactory = MetricsSystem.factory)
+    {
         metric = Counter(label: label, dimensions: dimensions, factory: factory)
     }
 

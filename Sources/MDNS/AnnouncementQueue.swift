@@ -77,7 +77,9 @@ public struct AnnouncementQueue: Sendable {
     public mutating func goodbye(_ records: [Outgoing], on interface: String, now: Duration) {
         guard !records.isEmpty else { return }
         var queue = pending.removeValue(forKey: interface) ?? PendingAnnouncements()
-        for old in records { queue.add(Outgoing(record: old.record, unique: old.unique, ttl: 0), due: now, repeats: false) }
+        for old in records {
+            queue.add(Outgoing(record: old.record, unique: old.unique, ttl: 0), due: now, repeats: false)
+        }
         pending[interface] = queue
         wakes[interface] = min(wakes[interface] ?? now, now)
     }
@@ -98,7 +100,8 @@ public struct AnnouncementQueue: Sendable {
         var bucket = buckets[interface] ?? TokenBucket(rate: pacing.packetsPerSecond, burst: pacing.burst, now: now)
         let tokens = ignoringPacing ? Int.max : bucket.available(now: now)
         if tokens > 0 {
-            let limit = ignoringPacing ? Int.max : tokens.multipliedReportingOverflow(by: Self.recordsPerPacket).partialValue
+            let limit =
+                ignoringPacing ? Int.max : tokens.multipliedReportingOverflow(by: Self.recordsPerPacket).partialValue
             let entries = queue.due(by: now, limit: limit).entries
             var taken = entries.makeIterator()
             for packet in MDNSResponseEncoder.packets(entries.map(\.outgoing), limit: Self.packetSize).prefix(tokens) {
@@ -174,7 +177,8 @@ enum MDNSResponseEncoder {
             let count = UInt16(packet.records.count)
             let more = UInt16(index == packets.count - 1 ? extra : 0)
             let header: [UInt8] = [
-                0, 0, 0x84, 0x00, 0, 0, UInt8(count >> 8), UInt8(count & 0xff), 0, 0, UInt8(more >> 8), UInt8(more & 0xff),
+                0, 0, 0x84, 0x00, 0, 0, UInt8(count >> 8), UInt8(count & 0xff), 0, 0, UInt8(more >> 8),
+                UInt8(more & 0xff),
             ]
             return Packet(bytes: header + packet.bytes, records: packet.records)
         }
@@ -188,7 +192,9 @@ enum MDNSResponseEncoder {
         var body: [UInt8] = []
         for question in query.questions {
             body += names.compress(question.name.wireBytes, at: headerSize + body.count)
-            for value in [question.type.rawValue, RRClass.in.rawValue] { body += [UInt8(value >> 8), UInt8(value & 0xff)] }
+            for value in [question.type.rawValue, RRClass.in.rawValue] {
+                body += [UInt8(value >> 8), UInt8(value & 0xff)]
+            }
         }
         var count = 0
         var truncated = false
@@ -211,13 +217,18 @@ enum MDNSResponseEncoder {
     }
 
     /// One record, to be placed `offset` octets into its packet.
-    private static func encode(_ item: AnnouncementQueue.Outgoing, at offset: Int, names: inout NameCompressor) -> [UInt8] {
+    private static func encode(_ item: AnnouncementQueue.Outgoing, at offset: Int, names: inout NameCompressor)
+        -> [UInt8]
+    {
         let record = item.record
         let rrClass = record.rrClass.rawValue | (item.unique ? 0x8000 : 0)
         var bytes = names.compress(record.name.wireBytes, at: offset)
         bytes.reserveCapacity(bytes.count + 10 + record.rdata.count)
         for value in [record.type.rawValue, rrClass] { bytes += [UInt8(value >> 8), UInt8(value & 0xff)] }
-        bytes += [UInt8(item.ttl >> 24), UInt8((item.ttl >> 16) & 0xff), UInt8((item.ttl >> 8) & 0xff), UInt8(item.ttl & 0xff)]
+        bytes += [
+            UInt8(item.ttl >> 24), UInt8((item.ttl >> 16) & 0xff), UInt8((item.ttl >> 8) & 0xff),
+            UInt8(item.ttl & 0xff),
+        ]
         let rdataAt = offset + bytes.count + 2
         let rdata: [UInt8]
         switch record.type {

@@ -1,7 +1,7 @@
+internal import CAvahiClient
 import DNSWire
 import Logging
 import Synchronization
-internal import CAvahiClient
 
 /// `MDNSPublisher` on avahi-daemon: a client connection of its own, one entry group per
 /// `MDNSGroup`, on a threaded poll of its own. Keeping it apart from `AvahiBackend` leaves the
@@ -85,8 +85,10 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             onStall: { [weak self] what, waited, aborted, _ in
                 self?.logger.warning(
                     "avahi-daemon is not answering the publisher; what is announced stays, reconnecting",
-                    metadata: ["mdns.call": "\(what)", "mdns.waited_ms": "\(AvahiBackend.milliseconds(waited))",
-                               "mdns.connection_reset": "\(aborted)"])
+                    metadata: [
+                        "mdns.call": "\(what)", "mdns.waited_ms": "\(AvahiBackend.milliseconds(waited))",
+                        "mdns.connection_reset": "\(aborted)",
+                    ])
             })
         guard avahi_threaded_poll_start(poll) >= 0 else {
             if let timer { cavahi_timeout_free(self.pollAPI, timer) }
@@ -179,7 +181,8 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         self.client = nil
         self.socket = -1
         if !withdrawn.isEmpty {
-            self.logger.info("mDNS records withdrawn", metadata: ["mdns.interfaces": "\(withdrawn.joined(separator: ","))"])
+            self.logger.info(
+                "mDNS records withdrawn", metadata: ["mdns.interfaces": "\(withdrawn.joined(separator: ","))"])
         }
     }
 
@@ -231,7 +234,9 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         // The state callback may run inside avahi_client_new; it learns the client from its argument.
         let (client, outcome) = self.worker.watch(
             "connect to avahi-daemon",
-            socket: { UnsafeMutablePointer<CAvahiRecordingPoll>(bitPattern: address).map(cavahi_recording_poll_socket) ?? -1 }
+            socket: {
+                UnsafeMutablePointer<CAvahiRecordingPoll>(bitPattern: address).map(cavahi_recording_poll_socket) ?? -1
+            }
         ) {
             avahi_client_new(
                 cavahi_recording_poll_api(recorder), AVAHI_CLIENT_NO_FAIL, publisherClientCallback,
@@ -310,7 +315,8 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         for (key, group) in self.groups where self.wanted[key] == nil {
             group.free(connected: true)
             self.groups[key] = nil
-            self.logger.debug("mDNS records withdrawn", metadata: ["mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)"])
+            self.logger.debug(
+                "mDNS records withdrawn", metadata: ["mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)"])
         }
         var retry = false
         var indexes: [String: Int32?] = [:]
@@ -318,8 +324,12 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             guard let client = self.client, !self.tornDown else { break }
             let index = indexes[key.interface] ?? AvahiBackend.interfaceIndex(key.interface)
             indexes[key.interface] = index
-            if let group = self.groups[key], group.records == wanted.records, group.index == index, !group.failed || group.collided {
-                continue  // as published (or given up to a collision); a re-created interface (new index) is published again
+            if let group = self.groups[key], group.records == wanted.records, group.index == index,
+                !group.failed || group.collided
+            {
+                // As published (or given up to a collision); a re-created interface (new index)
+                // is published again.
+                continue
             }
             if !self.commit(wanted.records, as: key, probe: wanted.probe, client: client) { retry = true }
         }
@@ -346,7 +356,9 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
                 avahi_entry_group_new(client, publisherGroupCallback, Unmanaged.passUnretained(group).toOpaque())
             }
             guard let pointer else {
-                self.note(interface, "cannot create an avahi entry group: \(AvahiBackend.errorText(avahi_client_errno(client)))")
+                self.note(
+                    interface,
+                    "cannot create an avahi entry group: \(AvahiBackend.errorText(avahi_client_errno(client)))")
                 return false
             }
             group.pointer = pointer
@@ -394,7 +406,9 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
         group.records = records
         group.failed = true
         group.collided = true
-        self.logger.info("mDNS name taken on the link", metadata: ["mdns.interface": "\(group.key.interface)", "mdns.group": "\(group.key.name)"])
+        self.logger.info(
+            "mDNS name taken on the link",
+            metadata: ["mdns.interface": "\(group.key.interface)", "mdns.group": "\(group.key.name)"])
         self.onCollision(group.key)
         return true
     }
@@ -429,7 +443,9 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             // A failure is the daemon's (e.g. out of resources).
             let error = self.client.map { avahi_client_errno($0) } ?? Int32(AVAHI_ERR_FAILURE)
             group.failed = true
-            self.note(group.key.interface, "avahi-daemon dropped the published records: \(AvahiBackend.errorText(error)); retrying")
+            self.note(
+                group.key.interface,
+                "avahi-daemon dropped the published records: \(AvahiBackend.errorText(error)); retrying")
             self.armTimer(after: self.retryDelay)  // re-created there, not inside the group's own callback
         default:
             break

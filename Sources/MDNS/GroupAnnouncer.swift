@@ -71,8 +71,9 @@ final class GroupAnnouncer {
     func established(_ key: MDNSGroup.Key, records: [MDNSRecord]) {
         let before = told[key] ?? []
         let current = Set(records)
-        let changed = Set((records.filter { !before.contains($0) } + before.filter { !current.contains($0) })
-            .filter(Self.isUnique).map(RRSetKey.init))
+        let changed = Set(
+            (records.filter { !before.contains($0) } + before.filter { !current.contains($0) })
+                .filter(Self.isUnique).map(RRSetKey.init))
         let remaining = Set(records.filter(Self.isUnique).map(RRSetKey.init))
         tell(key, records)
         goodbye(before.filter { !current.contains($0) && !remaining.contains(RRSetKey($0)) }, key: key)

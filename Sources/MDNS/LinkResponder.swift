@@ -60,7 +60,9 @@ public final class LinkResponder: MDNSGroupUpdates, @unchecked Sendable {
             guard !loop.isShutDown else { return }
             var wanted: [MDNSGroup.Key: [MDNSRecord]] = [:]
             for group in groups where !group.records.isEmpty { wanted[group.key] = group.records }
-            apply(wanted, removed: announcer.keys.filter { wanted[$0] == nil } + collided.keys.filter { wanted[$0] == nil })
+            apply(
+                wanted,
+                removed: announcer.keys.filter { wanted[$0] == nil } + collided.keys.filter { wanted[$0] == nil })
         }
     }
 
@@ -110,7 +112,8 @@ public final class LinkResponder: MDNSGroupUpdates, @unchecked Sendable {
             placed.insert(key)
             // SRV RDATA: priority, weight, port, then the target, uncompressed (RFC 2782).
             for record in wanted[key] ?? [] where record.type == .srv && record.rdata.count > 6 {
-                if let host = hosts[DNSName.lowercased(label: Array(record.rdata[6...]))], placed.insert(host).inserted {
+                if let host = hosts[DNSName.lowercased(label: Array(record.rdata[6...]))], placed.insert(host).inserted
+                {
                     order.append(host)
                 }
             }
@@ -147,7 +150,9 @@ public final class LinkResponder: MDNSGroupUpdates, @unchecked Sendable {
         guard !loop.isShutDown else { return }
         let now = announcer.now
         for (channel, answers, additional) in answerer.due(now: now) {
-            for packet in MDNSResponseEncoder.packets(answers, additional: additional, limit: AnnouncementQueue.packetSize) {
+            for packet in MDNSResponseEncoder.packets(
+                answers, additional: additional, limit: AnnouncementQueue.packetSize)
+            {
                 if let error = loop.sockets.send(packet.bytes, on: channel.interface, over: channel.family) {
                     problem(channel.interface, error)
                 }
@@ -175,7 +180,8 @@ public final class LinkResponder: MDNSGroupUpdates, @unchecked Sendable {
                 announcer.held($0, on: interface)
             }
             if let reply = reaction.legacyReply, let error = MulticastSender.reply(reply, to: datagram, through: fd) {
-                logger.debug("cannot answer a legacy mDNS query: \(error)", metadata: ["mdns.interface": "\(interface)"])
+                logger.debug(
+                    "cannot answer a legacy mDNS query: \(error)", metadata: ["mdns.interface": "\(interface)"])
             }
             if !reaction.goodbyes.isEmpty { announcer.announceAgain(reaction.goodbyes, on: interface) }
             for conflict in reaction.conflicts {
@@ -184,7 +190,10 @@ public final class LinkResponder: MDNSGroupUpdates, @unchecked Sendable {
                     announcer.collided(key)
                     logger.info(
                         "mDNS name taken on the link",
-                        metadata: ["mdns.interface": "\(interface)", "mdns.group": "\(key.name)", "mdns.name": "\(conflict.name)"])
+                        metadata: [
+                            "mdns.interface": "\(interface)", "mdns.group": "\(key.name)",
+                            "mdns.name": "\(conflict.name)",
+                        ])
                     onCollision(key)
                 }
             }

@@ -73,7 +73,8 @@ public final class LinkSnooper: MDNSLinkCache, @unchecked Sendable {
             self.interfaces = interfaces
             cache.withLock { $0.keep(only: interfaces) }
             if !interfaces.isEmpty && !loop.start() {
-                logger.error("cannot start the mDNS listener's thread; far links are followed through avahi-daemon only")
+                logger.error(
+                    "cannot start the mDNS listener's thread; far links are followed through avahi-daemon only")
             }
             loop.wake()
         }

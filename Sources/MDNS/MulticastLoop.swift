@@ -80,7 +80,8 @@ final class MulticastLoop {
         }
         var added = false
         for (fd, interface) in open where watches[fd] == nil {
-            guard let watch = cavahi_watch_new(pollAPI, fd, loopWatchCallback, Unmanaged.passUnretained(self).toOpaque())
+            guard
+                let watch = cavahi_watch_new(pollAPI, fd, loopWatchCallback, Unmanaged.passUnretained(self).toOpaque())
             else { continue }
             watches[fd] = (watch, interface)
             added = true

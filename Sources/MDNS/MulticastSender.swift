@@ -31,7 +31,8 @@ final class MulticastSender: AnnouncementTransport {
         guard open(interface), let entry = sockets[interface] else {
             // Opened again on the next send.
             return if_nametoindex(interface) == 0
-                ? "no such network interface" : "cannot open a socket on UDP port 5353: \(String(cString: strerror(errno)))"
+                ? "no such network interface"
+                : "cannot open a socket on UDP port 5353: \(String(cString: strerror(errno)))"
         }
         var errors: [String] = []
         let families: [Family] = family.map { [$0] } ?? [.v4, .v6]
@@ -41,7 +42,8 @@ final class MulticastSender: AnnouncementTransport {
                 errors.append("\(name): no socket")
                 continue
             }
-            let error = family == .v4
+            let error =
+                family == .v4
                 ? Self.send(fd, packet, to: Self.groupV4) : Self.send(fd, packet, to: Self.groupV6(entry.index))
             if let error { errors.append("\(name): \(error)") }
         }
@@ -131,7 +133,8 @@ final class MulticastSender: AnnouncementTransport {
         }
         guard count >= 0 else { return nil }
         let (address, port) = withUnsafeBytes(of: source) { endpoint($0.baseAddress!) }
-        return Datagram(bytes: Array(buffer[..<count]), source: source, sourceLength: length, address: address, port: port)
+        return Datagram(
+            bytes: Array(buffer[..<count]), source: source, sourceLength: length, address: address, port: port)
     }
 
     /// Sends `packet` back to where `datagram` came from, through `fd` (RFC 6762 §6.7).
@@ -157,7 +160,9 @@ final class MulticastSender: AnnouncementTransport {
         let sent = packet.withUnsafeBytes { bytes in
             withUnsafePointer(to: &address) { pointer in
                 pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT), $0, socklen_t(MemoryLayout<Address>.size))
+                    sendto(
+                        fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT), $0,
+                        socklen_t(MemoryLayout<Address>.size))
                 }
             }
         }
@@ -213,7 +218,8 @@ final class MulticastSender: AnnouncementTransport {
             option(fd, SOL_SOCKET, SO_REUSEADDR, 1)
             && option(fd, Int32(IPPROTO_IP), ipMulticastAll, 0)
             && bind(fd, groupV4)
-            && setsockopt(fd, Int32(IPPROTO_IP), IP_ADD_MEMBERSHIP, &membership, socklen_t(MemoryLayout<ip_mreqn>.size)) == 0
+            && setsockopt(fd, Int32(IPPROTO_IP), IP_ADD_MEMBERSHIP, &membership, socklen_t(MemoryLayout<ip_mreqn>.size))
+                == 0
             && setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_IF, &request, socklen_t(MemoryLayout<ip_mreqn>.size)) == 0
             && option(fd, Int32(IPPROTO_IP), IP_MULTICAST_TTL, 255)
             && option(fd, Int32(IPPROTO_IP), IP_MULTICAST_LOOP, 0)
@@ -225,7 +231,8 @@ final class MulticastSender: AnnouncementTransport {
         var membership = ipv6_mreq()
         membership.ipv6mr_multiaddr = groupV6(index).sin6_addr
         membership.ipv6mr_interface = index
-        return setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_ADD_MEMBERSHIP, &membership, socklen_t(MemoryLayout<ipv6_mreq>.size)) == 0
+        return setsockopt(
+            fd, Int32(IPPROTO_IPV6), IPV6_ADD_MEMBERSHIP, &membership, socklen_t(MemoryLayout<ipv6_mreq>.size)) == 0
     }
 
     private static func openV6(_ index: UInt32) -> Int32? {

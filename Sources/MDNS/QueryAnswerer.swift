@@ -109,7 +109,9 @@ struct QueryAnswerer {
         if !known.isEmpty, var answer = pending[channel], answer.truncatedFrom.contains(source) {
             answer.answers.removeAll { known.contains($0.record) }
             answer.additional.removeAll { known.contains($0.record) }
-            if message.truncated { answer.due = max(answer.due, now + .milliseconds(Self.pick(Self.truncatedDelay, random()))) }
+            if message.truncated {
+                answer.due = max(answer.due, now + .milliseconds(Self.pick(Self.truncatedDelay, random())))
+            }
             pending[channel] = answer.answers.isEmpty ? nil : answer
         }
         // §8.2: a probe (its proposed records in the authority section) for a name we hold
@@ -120,7 +122,9 @@ struct QueryAnswerer {
         var answered: Set<MDNSRecord> = []
         for question in message.questions where question.qclass == .in || question.qclass == .any {
             for record in held(question.name)
-            where (question.type == .any || record.type == question.type) && !known.contains(record) && answered.insert(record).inserted {
+            where (question.type == .any || record.type == question.type) && !known.contains(record)
+                && answered.insert(record).inserted
+            {
                 answers.append(record)
             }
         }
@@ -128,7 +132,8 @@ struct QueryAnswerer {
         let additional = Self.additional(for: answers, answered: answered, held: held).filter { !known.contains($0) }
         // §6.7: a query from a port other than 5353 is a legacy resolver's, answered to it alone.
         if port != 5353 {
-            return Reaction(legacyReply: MDNSResponseEncoder.legacyReply(to: message, answers: answers, ttl: Self.legacyTTL))
+            return Reaction(
+                legacyReply: MDNSResponseEncoder.legacyReply(to: message, answers: answers, ttl: Self.legacyTTL))
         }
         let interval = probe ? Self.probeRepeatInterval : Self.repeatInterval
         let fresh = answers.filter { record in
@@ -166,7 +171,9 @@ struct QueryAnswerer {
         var out: [MDNSRecord] = []
         var added: Set<MDNSRecord> = []
         func add(_ records: [MDNSRecord]) {
-            for record in records where !answered.contains(record) && added.insert(record).inserted { out.append(record) }
+            for record in records where !answered.contains(record) && added.insert(record).inserted {
+                out.append(record)
+            }
         }
         func addresses(of srv: MDNSRecord) {
             guard srv.rdata.count > 6, let target = try? DNSName(wire: Array(srv.rdata[6...])) else { return }
@@ -199,7 +206,8 @@ struct QueryAnswerer {
 
     // MARK: Responses
 
-    private mutating func response(_ message: Message, on channel: Channel, held: (DNSName) -> [MDNSRecord]) -> Reaction {
+    private mutating func response(_ message: Message, on channel: Channel, held: (DNSName) -> [MDNSRecord]) -> Reaction
+    {
         var reaction = Reaction()
         var heard: Set<MDNSRecord> = []
         for record in message.answers + message.additional + message.authority where record.rrClass == .in {

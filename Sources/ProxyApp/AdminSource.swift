@@ -2,12 +2,13 @@ import AdminHTTP
 import BuildInfo
 import DNSServer
 import DiscoveryProxy
+import MDNS
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import MDNS
 
 /// The running daemon as the admin endpoint sees it: one snapshot per request, read from the
 /// proxy, the DNS listeners and the avahi backend (each behind its own lock; no D-Bus call).
@@ -30,7 +31,8 @@ struct AdminSource: AdminStatusSource {
         if listeners.isEmpty { reasons.append("DNS listeners are not up") }
         if let notAnsweringSince {
             reasons.append(
-                "avahi-daemon not answering since \(notAnsweringSince.ISO8601Format()) (cached answers go on; new browses get SERVFAIL)")
+                "avahi-daemon not answering since \(notAnsweringSince.ISO8601Format()) (cached answers go on; new browses get SERVFAIL)"
+            )
         } else if mdns != .running {
             reasons.append("avahi-daemon is not connected (mDNS backend \(mdns.rawValue))")
         }

@@ -13,7 +13,8 @@ extension AppConfiguration {
     public func proxyConfiguration(interfaces: InterfaceTable) -> ProxyConfiguration {
         var config = proxy
         config.links = self.links.map { spec in
-            Link(interface: spec.interface, zone: spec.domain,
+            Link(
+                interface: spec.interface, zone: spec.domain,
                 subnets: (spec.subnets ?? interfaces.prefixes[spec.interface] ?? []).filter { !$0.isLinkLocal },
                 services: spec.services, realm: spec.realm, hostZone: spec.hostZone, clients: spec.clients,
                 nameServers: spec.nameServers, announce: spec.announce)

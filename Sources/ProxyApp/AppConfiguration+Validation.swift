@@ -24,7 +24,8 @@ extension AppConfiguration {
 
     /// The error of a configuration with no link: it cannot run, though as a file it is fine
     /// (the shipped example has its links commented out).
-    public static let noLinks = ConfigError(key: "links", reason: "no link configured: give --link IFACE=DOMAIN or a links: list")
+    public static let noLinks = ConfigError(
+        key: "links", reason: "no link configured: give --link IFACE=DOMAIN or a links: list")
 
     /// What is allowed but probably not meant, one line each (`--check-config` prints them, the
     /// daemon logs them at start).
@@ -68,9 +69,14 @@ extension AppConfiguration {
             warnings.append("links[].announce: \(problem); nothing is announced there")
         }
         if links.contains(where: { !$0.announce.isEmpty }) {
-            warnings += AvahiDaemonSettings.read().gatewayWarnings(for: links.filter { !$0.announce.isEmpty }.map(\.interface))
+            warnings += AvahiDaemonSettings.read().gatewayWarnings(
+                for: links.filter { !$0.announce.isEmpty }.map(\.interface))
         }
-        if push.onTCP, let exposed = self.server.listenAddresses.first(where: { IPPrefix.parseAddress($0.host).map(IPPrefix.isLoopback) != true }) {
+        if push.onTCP,
+            let exposed = self.server.listenAddresses.first(where: {
+                IPPrefix.parseAddress($0.host).map(IPPrefix.isLoopback) != true
+            })
+        {
             warnings.append(
                 "push.on-tcp: DNS Push sessions are accepted in cleartext on \(exposed): anyone on the path can read and "
                     + "forge them (RFC 8765 §4 has Push run over TLS only); this is a lab and testing setting. Serve Push "
@@ -115,7 +121,8 @@ extension AppConfiguration {
     /// such link (RFC 8766 §6.2: an NS target never lies inside a delegated zone).
     func insideLinkZones(_ name: DNSName, key: String) -> [ConfigError] {
         links.indices.filter { links[$0].zones.contains { name.isSubdomain(of: $0) } }.map {
-            ConfigError(key: key, value: "\(name)",
+            ConfigError(
+                key: key, value: "\(name)",
                 reason: "lies inside the zone of \(entry($0)); an NS target must not (RFC 8766 §6.2)")
         }
     }
@@ -127,9 +134,11 @@ extension AppConfiguration {
         var errors: [ConfigError] = []
         let server = effectiveServerName
         if !servers.contains(server) {
-            errors.append(ConfigError(key: key, value: "\(server)",
-                reason: "must list this proxy's own server-name too (RFC 8766 §6.2: each proxy answers NS "
-                    + "with its own record and its fellow proxies')"))
+            errors.append(
+                ConfigError(
+                    key: key, value: "\(server)",
+                    reason: "must list this proxy's own server-name too (RFC 8766 §6.2: each proxy answers NS "
+                        + "with its own record and its fellow proxies')"))
         }
         return errors + servers.flatMap { insideLinkZones($0, key: key) }
     }
@@ -143,15 +152,23 @@ extension AppConfiguration {
                 errors.append(error)
             }
             if link.domain.isRoot {
-                errors.append(ConfigError(key: key + ".domain", value: "\(link.domain)", reason: "the root cannot be a link zone"))
+                errors.append(
+                    ConfigError(key: key + ".domain", value: "\(link.domain)", reason: "the root cannot be a link zone")
+                )
             }
             if link.domain.isSubdomain(of: local) {
-                errors.append(ConfigError(key: key + ".domain", value: "\(link.domain)",
-                    reason: "\"local.\" belongs to Multicast DNS (RFC 6762); choose a unicast domain such as lab1.example.com."))
+                errors.append(
+                    ConfigError(
+                        key: key + ".domain", value: "\(link.domain)",
+                        reason:
+                            "\"local.\" belongs to Multicast DNS (RFC 6762); choose a unicast domain such as lab1.example.com."
+                    ))
             }
             if link.domain.wireLength > 100 {
-                errors.append(ConfigError(key: key + ".domain", value: "\(link.domain)",
-                    reason: "longer than 100 octets leaves no room for service instance names (RFC 6763 §7.2)"))
+                errors.append(
+                    ConfigError(
+                        key: key + ".domain", value: "\(link.domain)",
+                        reason: "longer than 100 octets leaves no room for service instance names (RFC 6763 §7.2)"))
             }
             if let hostZone = link.hostZone {
                 errors += validateHostZone(hostZone, of: index, local: local)
@@ -159,28 +176,45 @@ extension AppConfiguration {
             for (announceIndex, announcement) in link.announce.enumerated() {
                 let announceKey = "\(key).announce[\(announceIndex)].from"
                 if announcement.from == link.domain {
-                    errors.append(ConfigError(key: announceKey, value: "\(announcement.from)",
-                        reason: "this link's own domain: its services are on its link already; name another link's domain"))
+                    errors.append(
+                        ConfigError(
+                            key: announceKey, value: "\(announcement.from)",
+                            reason:
+                                "this link's own domain: its services are on its link already; name another link's domain"
+                        ))
                 } else if !links.contains(where: { $0.domain == announcement.from }) {
-                    errors.append(ConfigError(key: announceKey, value: "\(announcement.from)",
-                        reason: "no link has this domain; use one of \(links.map { "\($0.domain)" }.joined(separator: ", "))"))
+                    errors.append(
+                        ConfigError(
+                            key: announceKey, value: "\(announcement.from)",
+                            reason:
+                                "no link has this domain; use one of \(links.map { "\($0.domain)" }.joined(separator: ", "))"
+                        ))
                 }
                 if link.announce[..<announceIndex].contains(where: { $0.from == announcement.from }) {
-                    errors.append(ConfigError(key: announceKey, value: "\(announcement.from)",
-                        reason: "listed twice; merge the two entries' services"))
+                    errors.append(
+                        ConfigError(
+                            key: announceKey, value: "\(announcement.from)",
+                            reason: "listed twice; merge the two entries' services"))
                 }
             }
             for (otherIndex, other) in links.enumerated() where otherIndex < index {
                 if other.interface == link.interface {
-                    errors.append(ConfigError(key: key + ".interface", value: link.interface,
-                        reason: "already used by \(entry(otherIndex)); each link has exactly one zone"))
+                    errors.append(
+                        ConfigError(
+                            key: key + ".interface", value: link.interface,
+                            reason: "already used by \(entry(otherIndex)); each link has exactly one zone"))
                 }
                 if other.domain == link.domain {
-                    errors.append(ConfigError(key: key + ".domain", value: "\(link.domain)",
-                        reason: "duplicate domain: already the zone of \(entry(otherIndex)) (\(other.interface))"))
+                    errors.append(
+                        ConfigError(
+                            key: key + ".domain", value: "\(link.domain)",
+                            reason: "duplicate domain: already the zone of \(entry(otherIndex)) (\(other.interface))"))
                 } else if link.domain.isSubdomain(of: other.domain) || other.domain.isSubdomain(of: link.domain) {
-                    errors.append(ConfigError(key: key + ".domain", value: "\(link.domain)",
-                        reason: "overlaps the zone \(other.domain) of \(entry(otherIndex)); link zones must not nest"))
+                    errors.append(
+                        ConfigError(
+                            key: key + ".domain", value: "\(link.domain)",
+                            reason:
+                                "overlaps the zone \(other.domain) of \(entry(otherIndex)); link zones must not nest"))
                 }
             }
         }
@@ -193,19 +227,26 @@ extension AppConfiguration {
         let key = entry(index) + ".host-zone"
         var errors: [ConfigError] = []
         if hostZone.isRoot || hostZone.isSubdomain(of: local) {
-            errors.append(ConfigError(key: key, value: "\(hostZone)", reason: "must be a unicast domain such as hosts.lab1.example.com."))
+            errors.append(
+                ConfigError(
+                    key: key, value: "\(hostZone)", reason: "must be a unicast domain such as hosts.lab1.example.com."))
         }
         if let label = hostZone.labels.first(where: { !Self.isLDHLabel($0) }) {
-            errors.append(ConfigError(key: key, value: "\(hostZone)",
-                reason: "label \"\(String(decoding: label, as: UTF8.self))\" is not letters, digits and inner hyphens; "
-                    + "host names need an LDH zone (RFC 8766 §5.3), the rich-text name belongs in domain"))
+            errors.append(
+                ConfigError(
+                    key: key, value: "\(hostZone)",
+                    reason:
+                        "label \"\(String(decoding: label, as: UTF8.self))\" is not letters, digits and inner hyphens; "
+                        + "host names need an LDH zone (RFC 8766 §5.3), the rich-text name belongs in domain"))
         }
         for (otherIndex, other) in links.enumerated() {
             // Another link's host zone is checked once, from the later of the two.
             let zones = otherIndex < index ? other.zones : [other.domain]
             for zone in zones where hostZone.isSubdomain(of: zone) || zone.isSubdomain(of: hostZone) {
-                errors.append(ConfigError(key: key, value: "\(hostZone)",
-                    reason: "overlaps the zone \(zone) of \(entry(otherIndex)); the proxy's zones must not nest"))
+                errors.append(
+                    ConfigError(
+                        key: key, value: "\(hostZone)",
+                        reason: "overlaps the zone \(zone) of \(entry(otherIndex)); the proxy's zones must not nest"))
             }
         }
         return errors
@@ -213,7 +254,8 @@ extension AppConfiguration {
 
     static func isLDHLabel(_ label: [UInt8]) -> Bool {
         func ok(_ byte: UInt8) -> Bool {
-            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
         }
         guard let first = label.first, let last = label.last, ok(first), ok(last) else { return false }
         return label.allSatisfy { ok($0) || $0 == UInt8(ascii: "-") }
@@ -261,7 +303,9 @@ extension AppConfiguration {
             lines.append("  - interface: \(link.interface)")
             lines.append("    domain: \(Self.yamlQuoted(link.domain))")
             if let hostZone = link.hostZone { lines.append("    host-zone: \(Self.yamlQuoted(hostZone))") }
-            if let clients = link.clients { lines.append("    clients: [\(clients.map { "\"\($0)\"" }.joined(separator: ", "))]") }
+            if let clients = link.clients {
+                lines.append("    clients: [\(clients.map { "\"\($0)\"" }.joined(separator: ", "))]")
+            }
             if let servers = link.nameServers {
                 lines.append("    name-servers: [\(servers.map { Self.yamlQuoted($0) }.joined(separator: ", "))]")
             }
@@ -273,7 +317,9 @@ extension AppConfiguration {
             if !link.announce.isEmpty { lines.append("    announce:") }
             for announcement in link.announce {
                 let far = proxyLinks.first { $0.zone == announcement.from }
-                lines.append("      - from: \(Self.yamlQuoted(announcement.from))  # on \(link.interface): \(announcement.effectiveTypes(far: far))")
+                lines.append(
+                    "      - from: \(Self.yamlQuoted(announcement.from))  # on \(link.interface): \(announcement.effectiveTypes(far: far))"
+                )
                 lines += Self.render(announcement.services, indent: "        ")
                 if !announcement.subtypes.isEmpty {
                     lines.append("        subtypes: [\(announcement.subtypes.joined(separator: ", "))]")

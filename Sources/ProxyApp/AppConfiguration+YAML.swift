@@ -1,12 +1,13 @@
 import DNSServer
 import DNSWire
 import DiscoveryProxy
+import YAMLDocument
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import YAMLDocument
 
 extension AppConfiguration {
     /// Reads the YAML file (see config/discovery-proxy.yaml for every key). Returns what could
@@ -17,7 +18,14 @@ extension AppConfiguration {
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            return (AppConfiguration(), [ConfigError(key: "--config", value: path, reason: "cannot read file: \(SystemText.reason(error))", isWholeFile: true)])
+            return (
+                AppConfiguration(),
+                [
+                    ConfigError(
+                        key: "--config", value: path, reason: "cannot read file: \(SystemText.reason(error))",
+                        isWholeFile: true)
+                ]
+            )
         }
         return parse(yaml: text, source: path)
     }
@@ -27,12 +35,17 @@ extension AppConfiguration {
         do {
             document = try YAMLDocument.load(text)
         } catch {
-            return (AppConfiguration(), [ConfigError(key: source, reason: "not valid YAML: \(error)", isWholeFile: true)])
+            return (
+                AppConfiguration(), [ConfigError(key: source, reason: "not valid YAML: \(error)", isWholeFile: true)]
+            )
         }
         var config = AppConfiguration()
         guard let document else { return (config, []) }  // an empty file is all defaults
         guard let root = document as? [String: Any] else {
-            return (config, [ConfigError(key: source, reason: "expected a mapping of keys at the top level", isWholeFile: true)])
+            return (
+                config,
+                [ConfigError(key: source, reason: "expected a mapping of keys at the top level", isWholeFile: true)]
+            )
         }
         var reader = ConfigReader()
         config.read(root, with: &reader)
@@ -44,7 +57,8 @@ extension AppConfiguration {
     mutating func read(_ root: [String: Any], with reader: inout ConfigReader) {
         let options = Self.options
         let sections = Set(options.compactMap(\.section))
-        reader.unknownKeys(root, known: Set(options.filter { $0.section == nil }.map(\.key)).union(sections), prefix: "")
+        reader.unknownKeys(
+            root, known: Set(options.filter { $0.section == nil }.map(\.key)).union(sections), prefix: "")
         var mappings: [String: [String: Any]] = [:]
         var seen = Set<String>()
         for section in options.compactMap(\.section) where seen.insert(section).inserted {

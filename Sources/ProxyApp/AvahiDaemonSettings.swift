@@ -48,13 +48,17 @@ struct AvahiDaemonSettings: Equatable {
     func gatewayWarnings(for clientInterfaces: [String]) -> [String] {
         guard let path else { return [] }
         if disablePublishing {
-            return ["links[].announce: avahi-daemon does not publish (disable-publishing=yes in \(path)): nothing can be "
-                + "announced; set it to no and restart avahi-daemon"]
+            return [
+                "links[].announce: avahi-daemon does not publish (disable-publishing=yes in \(path)): nothing can be "
+                    + "announced; set it to no and restart avahi-daemon"
+            ]
         }
         return clientInterfaces.compactMap { interface in
             let served = (allowInterfaces.map { $0.contains(interface) } ?? true) && !denyInterfaces.contains(interface)
-            return served ? nil : "links[].announce: avahi-daemon does not serve \(interface) (allow-interfaces/deny-interfaces in "
-                + "\(path)): nothing can be announced there; add it to allow-interfaces and restart avahi-daemon"
+            return served
+                ? nil
+                : "links[].announce: avahi-daemon does not serve \(interface) (allow-interfaces/deny-interfaces in "
+                    + "\(path)): nothing can be announced there; add it to allow-interfaces and restart avahi-daemon"
         }
     }
 }

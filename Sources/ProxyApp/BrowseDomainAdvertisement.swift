@@ -35,7 +35,9 @@ struct BrowseDomainAdvertisement: Equatable {
         zones.sorted { $0.key < $1.key }.map { interface, zones in
             MDNSGroup(
                 key: MDNSGroup.Key(interface: interface, name: "browse domains"),
-                records: Self.browseNames.flatMap { name in zones.map { MDNSRecord(name: name, type: .ptr, rdata: $0.wireBytes) } })
+                records: Self.browseNames.flatMap { name in
+                    zones.map { MDNSRecord(name: name, type: .ptr, rdata: $0.wireBytes) }
+                })
         }
     }
 }
@@ -60,7 +62,10 @@ final class BrowseDomainAnnouncer: Sendable {
         for (interface, zones) in advertisement.zones.sorted(by: { $0.key < $1.key }) {
             logger.info(
                 "advertising browse domains over mDNS",
-                metadata: ["mdns.interface": "\(interface)", "link.zones": "\(zones.map(\.description).joined(separator: ","))"])
+                metadata: [
+                    "mdns.interface": "\(interface)",
+                    "link.zones": "\(zones.map(\.description).joined(separator: ","))",
+                ])
         }
         last.withLock { $0 = advertisement }
         publisher.publish(advertisement.groups)

@@ -51,7 +51,9 @@ struct ConfigOption {
     }
 
     /// A restart-only option's `keep` for the field it is read into.
-    static func keeping<Value>(_ field: WritableKeyPath<AppConfiguration, Value>) -> (AppConfiguration, inout AppConfiguration) -> Void {
+    static func keeping<Value>(_ field: WritableKeyPath<AppConfiguration, Value>) -> (
+        AppConfiguration, inout AppConfiguration
+    ) -> Void {
         { started, reloaded in reloaded[keyPath: field] = started[keyPath: field] }
     }
 
@@ -227,13 +229,16 @@ struct ConfigReader {
     /// `private-realms`: a mapping of realm names to client prefix lists.
     mutating func privateRealms(_ value: Any, key: String) -> PrivateRealms? {
         guard let mapping = value as? [String: Any] else {
-            errors.append(ConfigError(key: key, value: "\(value)",
-                reason: "expected a mapping of realm names to client prefixes, e.g. {campus: [\"10.0.0.0/8\"]}"))
+            errors.append(
+                ConfigError(
+                    key: key, value: "\(value)",
+                    reason: "expected a mapping of realm names to client prefixes, e.g. {campus: [\"10.0.0.0/8\"]}"))
             return nil
         }
-        return PrivateRealms(mapping.keys.sorted().map { name in
-            PrivateRealms.Realm(name: name, clients: prefixes(mapping[name] ?? [], key: "\(key).\(name)"))
-        })
+        return PrivateRealms(
+            mapping.keys.sorted().map { name in
+                PrivateRealms.Realm(name: name, clients: prefixes(mapping[name] ?? [], key: "\(key).\(name)"))
+            })
     }
 
     mutating func nameServers(_ value: Any, key: String) -> [DNSName] {
@@ -243,15 +248,20 @@ struct ConfigReader {
     }
 
     mutating func prefixes(_ value: Any, key: String) -> [IPPrefix] {
-        list(value, key: key, expected: "a list of prefixes",
-            element: "a prefix such as 192.0.2.0/24 or 2001:db8::/64") { IPPrefix($0) } ?? []
+        list(
+            value, key: key, expected: "a list of prefixes",
+            element: "a prefix such as 192.0.2.0/24 or 2001:db8::/64"
+        ) { IPPrefix($0) } ?? []
     }
 
     /// `_ipp._tcp`-style service types: `_name` (RFC 6763 §7: up to 15 characters) then `_tcp` or `_udp`.
     mutating func serviceTypes(_ value: Any, key: String) -> [String] {
-        list(value, key: key, expected: "a list of service types like _ipp._tcp",
-            element: "a service type like _ipp._tcp (RFC 6763 §7)") { text in
-            Self.isServiceType(text.lowercased().split(separator: ".", omittingEmptySubsequences: false)[...]) ? text : nil
+        list(
+            value, key: key, expected: "a list of service types like _ipp._tcp",
+            element: "a service type like _ipp._tcp (RFC 6763 §7)"
+        ) { text in
+            Self.isServiceType(text.lowercased().split(separator: ".", omittingEmptySubsequences: false)[...])
+                ? text : nil
         } ?? []
     }
 
@@ -275,10 +285,16 @@ struct ConfigReader {
         for (index, item) in items.enumerated() {
             let key = "links[\(index)]"
             guard let entry = item as? [String: Any] else {
-                errors.append(ConfigError(key: key, value: "\(item)", reason: "expected a mapping with interface and domain"))
+                errors.append(
+                    ConfigError(key: key, value: "\(item)", reason: "expected a mapping with interface and domain"))
                 continue
             }
-            unknownKeys(entry, known: ["interface", "domain", "host-zone", "subnets", "services", "realm", "clients", "name-servers", "announce"], prefix: key + ".")
+            unknownKeys(
+                entry,
+                known: [
+                    "interface", "domain", "host-zone", "subnets", "services", "realm", "clients", "name-servers",
+                    "announce",
+                ], prefix: key + ".")
             guard let interface = field(entry, "interface", key: key + ".interface") else {
                 errors.append(ConfigError(key: key + ".interface", reason: "missing"))
                 continue
@@ -293,7 +309,9 @@ struct ConfigReader {
             var spec = AppConfiguration.LinkSpec(
                 interface: interface, domain: zone, subnets: subnets, origin: key, services: filter,
                 realm: field(entry, "realm", key: key + ".realm"),
-                hostZone: field(entry, "host-zone", key: key + ".host-zone").flatMap { domain($0, key: key + ".host-zone") },
+                hostZone: field(entry, "host-zone", key: key + ".host-zone").flatMap {
+                    domain($0, key: key + ".host-zone")
+                },
                 clients: entry["clients"].map { prefixes($0, key: key + ".clients") },
                 nameServers: entry["name-servers"].map { nameServers($0, key: key + ".name-servers") })
             spec.announce = entry["announce"].map { announcements($0, key: key + ".announce") } ?? []
@@ -305,7 +323,8 @@ struct ConfigReader {
     /// `services: {allow: [...], deny: [...]}`.
     mutating func serviceFilter(_ value: Any, key: String) -> ServiceFilter {
         guard let services = value as? [String: Any] else {
-            errors.append(ConfigError(key: key, value: "\(value)", reason: "expected a mapping with allow and/or deny lists"))
+            errors.append(
+                ConfigError(key: key, value: "\(value)", reason: "expected a mapping with allow and/or deny lists"))
             return ServiceFilter()
         }
         unknownKeys(services, known: ["allow", "deny"], prefix: key + ".")
@@ -317,36 +336,48 @@ struct ConfigReader {
     /// `announce: [{from: lab1.example., services: {allow: [...], deny: [...]}}]`.
     mutating func announcements(_ value: Any, key: String) -> [Announcement] {
         guard let items = value as? [Any] else {
-            errors.append(ConfigError(key: key, value: "\(value)",
-                reason: "expected a list of {from: <another link's domain>, services: {allow: [...]}} entries"))
+            errors.append(
+                ConfigError(
+                    key: key, value: "\(value)",
+                    reason: "expected a list of {from: <another link's domain>, services: {allow: [...]}} entries"))
             return []
         }
         var announcements: [Announcement] = []
         for (index, item) in items.enumerated() {
             let key = "\(key)[\(index)]"
             guard let entry = item as? [String: Any] else {
-                errors.append(ConfigError(key: key, value: "\(item)", reason: "expected a mapping with from (another link's domain)"))
+                errors.append(
+                    ConfigError(
+                        key: key, value: "\(item)", reason: "expected a mapping with from (another link's domain)"))
                 continue
             }
             unknownKeys(entry, known: ["from", "services", "subtypes"], prefix: key + ".")
             guard let text = field(entry, "from", key: key + ".from") else {
-                errors.append(ConfigError(key: key + ".from", reason: "missing: the domain of the link whose services are announced"))
+                errors.append(
+                    ConfigError(
+                        key: key + ".from", reason: "missing: the domain of the link whose services are announced"))
                 continue
             }
             guard let from = domain(text, key: key + ".from") else { continue }
-            let subtypes = entry["subtypes"].map { value in
-                list(value, key: key + ".subtypes", expected: "a list of subtypes like _universal._sub._ipp._tcp",
-                    element: "a subtype like _universal._sub._ipp._tcp (RFC 6763 §7.1)") { text -> String? in
-                    let parts = text.lowercased().split(separator: ".", omittingEmptySubsequences: false)
-                    guard parts.count == 4, parts[0].hasPrefix("_"), (2...63).contains(parts[0].count), parts[1] == "_sub",
-                        Self.isServiceType(parts[2...])
-                    else { return nil }
-                    return text
+            let subtypes =
+                entry["subtypes"].map { value in
+                    list(
+                        value, key: key + ".subtypes", expected: "a list of subtypes like _universal._sub._ipp._tcp",
+                        element: "a subtype like _universal._sub._ipp._tcp (RFC 6763 §7.1)"
+                    ) { text -> String? in
+                        let parts = text.lowercased().split(separator: ".", omittingEmptySubsequences: false)
+                        guard parts.count == 4, parts[0].hasPrefix("_"), (2...63).contains(parts[0].count),
+                            parts[1] == "_sub",
+                            Self.isServiceType(parts[2...])
+                        else { return nil }
+                        return text
+                    } ?? []
                 } ?? []
-            } ?? []
-            announcements.append(Announcement(
-                from: from, services: entry["services"].map { serviceFilter($0, key: key + ".services") } ?? ServiceFilter(),
-                subtypes: subtypes))
+            announcements.append(
+                Announcement(
+                    from: from,
+                    services: entry["services"].map { serviceFilter($0, key: key + ".services") } ?? ServiceFilter(),
+                    subtypes: subtypes))
         }
         return announcements
     }

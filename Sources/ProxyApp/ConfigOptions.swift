@@ -27,24 +27,29 @@ extension AppConfiguration {
                 },
                 render: { config, _ in
                     config.proxy.nameServers.isEmpty
-                        ? [] : ["name-servers: [\(config.proxy.nameServers.map { yamlQuoted($0) }.joined(separator: ", "))]"]
+                        ? []
+                        : ["name-servers: [\(config.proxy.nameServers.map { yamlQuoted($0) }.joined(separator: ", "))]"]
                 },
                 validate: { config, _ in
                     config.validateNameServers(config.proxy.nameServers, key: "name-servers")
                         + config.links.indices.flatMap { index in
-                            config.validateNameServers(config.links[index].nameServers ?? [], key: config.entry(index) + ".name-servers")
+                            config.validateNameServers(
+                                config.links[index].nameServers ?? [], key: config.entry(index) + ".name-servers")
                         }
                 }),
             ConfigOption(
                 "hostmaster",
                 read: { reader, value, key, config in
-                    if let text = reader.string(value, key: key) { config.proxy.hostmaster = reader.domain(text, key: key) }
+                    if let text = reader.string(value, key: key) {
+                        config.proxy.hostmaster = reader.domain(text, key: key)
+                    }
                 },
                 render: { config, _ in config.proxy.hostmaster.map { ["hostmaster: \(yamlQuoted($0))"] } ?? [] }),
             ConfigOption(
                 "listen",
                 read: { reader, value, key, config in
-                    if let addresses = reader.list(value, key: key, expected: "a list of ADDR:PORT",
+                    if let addresses = reader.list(
+                        value, key: key, expected: "a list of ADDR:PORT",
                         element: "ADDR:PORT, e.g. 0.0.0.0:53 or [::]:53", AppConfiguration.ListenAddress.init)
                     {
                         config.server.listenAddresses = addresses
@@ -52,7 +57,8 @@ extension AppConfiguration {
                 },
                 render: { config, _ in ["listen:"] + config.server.listenAddresses.map { "  - \"\($0)\"" } },
                 validate: { config, _ in
-                    config.server.listenAddresses.isEmpty ? [ConfigError(key: "listen", reason: "no listen address")] : []
+                    config.server.listenAddresses.isEmpty
+                        ? [ConfigError(key: "listen", reason: "no listen address")] : []
                 }, effect: .restart(because: "the DNS sockets are bound at start"),
                 keep: ConfigOption.keeping(\.server.listenAddresses)),
             ConfigOption(
@@ -74,8 +80,12 @@ extension AppConfiguration {
             .scalar("suppress-link-local", \.proxy.suppressLinkLocal, .boolean),
             .scalar("mdns-query-rate", \.proxy.mdnsQueriesPerSecond, .number, [Rule({ $0 > 0 }, "must be positive")]),
             .scalar("mdns-query-burst", \.proxy.mdnsQueryBurst, .number, [Rule({ $0 >= 1 }, "must be at least 1")]),
-            .scalar("mdns-announce-rate", \.proxy.mdnsAnnouncePacing.packetsPerSecond, .number, [Rule({ $0 > 0 }, "must be positive")]),
-            .scalar("mdns-announce-burst", \.proxy.mdnsAnnouncePacing.burst, .number, [Rule({ $0 >= 1 }, "must be at least 1")]),
+            .scalar(
+                "mdns-announce-rate", \.proxy.mdnsAnnouncePacing.packetsPerSecond, .number,
+                [Rule({ $0 > 0 }, "must be positive")]),
+            .scalar(
+                "mdns-announce-burst", \.proxy.mdnsAnnouncePacing.burst, .number,
+                [Rule({ $0 >= 1 }, "must be at least 1")]),
             .scalar(
                 "max-udp-payload", \.proxy.maxUDPPayload, .integer,
                 [Rule({ (512...65535).contains($0) }, "must be between 512 and 65535")]),
@@ -102,8 +112,10 @@ extension AppConfiguration {
                     } else if let address = AppConfiguration.ListenAddress(text) {
                         config.admin = address
                     } else {
-                        reader.errors.append(ConfigError(key: key, value: text,
-                            reason: "expected ADDR:PORT (e.g. 127.0.0.1:8053) or off"))
+                        reader.errors.append(
+                            ConfigError(
+                                key: key, value: text,
+                                reason: "expected ADDR:PORT (e.g. 127.0.0.1:8053) or off"))
                     }
                 },
                 render: { config, _ in ["admin: \(config.admin.map { "\"\($0)\"" } ?? "off")"] },
@@ -114,14 +126,18 @@ extension AppConfiguration {
                 render: { config, interfaces in
                     // Quoted: a plain `::1/128` is not valid YAML inside a flow sequence.
                     let clients = config.effectiveAllowedClients(interfaces: interfaces).map { "\"\($0)\"" }
-                    let note = config.allowClients == nil ? "  # default: loopback + this host's subnets but the uplink's" : ""
+                    let note =
+                        config.allowClients == nil ? "  # default: loopback + this host's subnets but the uplink's" : ""
                     return ["allow-clients: [\(clients.joined(separator: ", "))]\(note)"]
                 }),
             ConfigOption(
                 "advertise-browse-domains",
                 read: { reader, value, key, config in
-                    config.advertiseBrowseDomains = reader.list(value, key: key, expected: "a list of interface names",
-                        element: "an interface name such as eth1") { $0.isEmpty ? nil : $0 } ?? []
+                    config.advertiseBrowseDomains =
+                        reader.list(
+                            value, key: key, expected: "a list of interface names",
+                            element: "an interface name such as eth1"
+                        ) { $0.isEmpty ? nil : $0 } ?? []
                 },
                 render: { config, interfaces in config.renderAdvertisement(interfaces: interfaces) },
                 validate: { config, interfaces in config.validateAdvertisement(interfaces: interfaces) }),
@@ -134,21 +150,26 @@ extension AppConfiguration {
                     guard !config.proxy.privateRealms.isEmpty else {
                         return ["private-realms: {}  # none: private addresses are shown to every client"]
                     }
-                    return ["private-realms:"] + config.proxy.privateRealms.realms.map { realm in
-                        "  \(realm.name): [\(realm.clients.map { "\"\($0)\"" }.joined(separator: ", "))]"
-                    }
+                    return ["private-realms:"]
+                        + config.proxy.privateRealms.realms.map { realm in
+                            "  \(realm.name): [\(realm.clients.map { "\"\($0)\"" }.joined(separator: ", "))]"
+                        }
                 },
                 validate: { config, _ in
                     let names = config.proxy.privateRealms.realms.map(\.name)
                     var errors = names.filter { !Self.isRealmName($0) }.map {
-                        ConfigError(key: "private-realms", value: $0,
+                        ConfigError(
+                            key: "private-realms", value: $0,
                             reason: "a realm name is letters, digits, '-', '_' and '.'")
                     }
                     for (index, link) in config.links.enumerated() {
                         guard let realm = link.realm, !names.contains(realm) else { continue }
                         let known = names.isEmpty ? "none is defined" : "defined: " + names.joined(separator: ", ")
-                        errors.append(ConfigError(key: config.entry(index) + ".realm", value: realm,
-                            reason: "not a realm of private-realms (\(known)); add it there with its client prefixes"))
+                        errors.append(
+                            ConfigError(
+                                key: config.entry(index) + ".realm", value: realm,
+                                reason:
+                                    "not a realm of private-realms (\(known)); add it there with its client prefixes"))
                     }
                     return errors
                 }),
@@ -168,15 +189,20 @@ extension AppConfiguration {
                     guard let limit = config.server.maxTCPConnectionsPerSubnet else {
                         let derived = DNSServerConfiguration.defaultMaxTCPConnectionsPerSubnet(
                             perClient: config.server.maxTCPConnectionsPerClient)
-                        return ["max-connections-per-subnet: \(derived)  # default: "
-                            + "\(DNSServerConfiguration.subnetClients) × max-connections-per-client"]
+                        return [
+                            "max-connections-per-subnet: \(derived)  # default: "
+                                + "\(DNSServerConfiguration.subnetClients) × max-connections-per-client"
+                        ]
                     }
                     return ["max-connections-per-subnet: \(limit)"]
                 },
                 validate: { config, _ in
                     guard let limit = config.server.maxTCPConnectionsPerSubnet, limit < 1 else { return [] }
-                    return [ConfigError(key: "tcp.max-connections-per-subnet", value: "\(limit)",
-                        reason: "must be at least 1")]
+                    return [
+                        ConfigError(
+                            key: "tcp.max-connections-per-subnet", value: "\(limit)",
+                            reason: "must be at least 1")
+                    ]
                 }),
             .scalar(
                 "tcp.max-connection-lifetime", \.server.tcpMaxConnectionLifetime, .number, .secondsOrOff,
@@ -194,13 +220,15 @@ extension AppConfiguration {
             ConfigOption(
                 "push.listen",
                 read: { reader, value, key, config in
-                    if let addresses = reader.list(value, key: key, expected: "a list of ADDR:PORT",
+                    if let addresses = reader.list(
+                        value, key: key, expected: "a list of ADDR:PORT",
                         element: "ADDR:PORT or ADDR (port 853)", PushSettings.listenAddress)
                     {
                         config.push.listen = addresses
                     }
                 },
-                render: { config, _ in ["listen: [\(config.push.listen.map { "\"\($0)\"" }.joined(separator: ", "))]"] },
+                render: { config, _ in ["listen: [\(config.push.listen.map { "\"\($0)\"" }.joined(separator: ", "))]"]
+                },
                 validate: { config, _ in
                     guard let first = config.push.listen.first, first.port == 0 else { return [] }
                     return [ConfigError(key: "push.listen", value: "\(first)", reason: "port 0 cannot be advertised")]
@@ -222,22 +250,29 @@ extension AppConfiguration {
                     // Checked here, beside the files it concerns: both or neither.
                     let push = config.push
                     guard (push.certificateFile == nil) != (push.privateKeyFile == nil) else { return [] }
-                    return [ConfigError(key: push.certificateFile == nil ? "push.tls-cert" : "push.tls-key",
-                        reason: "give both push.tls-cert and push.tls-key, or neither for a self-signed certificate")]
-                }, effect: .restart(because: "the DNS Push listener reads its self-signed certificate from it at start"),
+                    return [
+                        ConfigError(
+                            key: push.certificateFile == nil ? "push.tls-cert" : "push.tls-key",
+                            reason: "give both push.tls-cert and push.tls-key, or neither for a self-signed certificate"
+                        )
+                    ]
+                },
+                effect: .restart(because: "the DNS Push listener reads its self-signed certificate from it at start"),
                 keep: ConfigOption.keeping(\.push.stateDirectory)),
             .scalar("push.on-tcp", \.push.onTCP, .boolean),
             ConfigOption(
                 "push.addresses",
                 read: { reader, value, key, config in
-                    if let parsed = reader.list(value, key: key, expected: "a list of IP addresses",
+                    if let parsed = reader.list(
+                        value, key: key, expected: "a list of IP addresses",
                         element: "an IP address", { text in IPPrefix.parseAddress(text).map { _ in text } })
                     {
                         config.push.addresses = parsed
                     }
                 },
                 render: { config, _ in
-                    config.push.addresses.map { ["addresses: [\($0.map { "\"\($0)\"" }.joined(separator: ", "))]"] } ?? []
+                    config.push.addresses.map { ["addresses: [\($0.map { "\"\($0)\"" }.joined(separator: ", "))]"] }
+                        ?? []
                 },
                 validate: { config, _ in
                     (config.push.addresses ?? []).enumerated().filter { IPPrefix.parseAddress($0.element) == nil }.map {
@@ -281,7 +316,8 @@ extension AppConfiguration {
                 "rate-limit.slip", \.rateLimit.slip, .integer,
                 [Rule({ $0 >= 0 && $0 <= 10 }, "must be between 0 (never) and 10")]),
             .optionalText(
-                "user", \.user, quote: false, [Rule({ UnprivilegedUser.lookup($0) != nil }, "no such user on this host")],
+                "user", \.user, quote: false,
+                [Rule({ UnprivilegedUser.lookup($0) != nil }, "no such user on this host")],
                 effect: .restart(because: "privileges are dropped once, after the sockets are bound")),
         ]
     }

@@ -1,9 +1,10 @@
+import DiscoveryProxy
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import DiscoveryProxy
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

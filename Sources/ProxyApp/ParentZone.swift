@@ -42,7 +42,9 @@ public enum ParentZone {
         for link in proxy.links {
             for subnet in link.subnets where !subnet.isLinkLocal {
                 let zone = subnet.reverseZone
-                for server in proxy.nameServers(of: link) { reverse.add(record(zone, "NS", "\(server)"), in: zone.parent) }
+                for server in proxy.nameServers(of: link) {
+                    reverse.add(record(zone, "NS", "\(server)"), in: zone.parent)
+                }
             }
         }
 
@@ -61,7 +63,8 @@ public enum ParentZone {
             text += "\n; ---- in zone \(section.parent)\n" + section.lines.joined(separator: "\n") + "\n"
         }
         for section in reverse.list {
-            text += "\n; ---- in zone \(section.parent) (reverse lookups and address-based browsing, RFC 8766 §5.4, §6.5)\n"
+            text +=
+                "\n; ---- in zone \(section.parent) (reverse lookups and address-based browsing, RFC 8766 §5.4, §6.5)\n"
             text += section.lines.joined(separator: "\n") + "\n"
         }
         return text
@@ -87,7 +90,9 @@ public enum ParentZone {
 
     /// This proxy's addresses for glue: the specific listen addresses resolvers can reach, or
     /// else its addresses on the links.
-    static func addresses(_ config: AppConfiguration, proxy: ProxyConfiguration, interfaces: InterfaceTable) -> [[UInt8]] {
+    static func addresses(_ config: AppConfiguration, proxy: ProxyConfiguration, interfaces: InterfaceTable)
+        -> [[UInt8]]
+    {
         let listened = config.server.listenAddresses.compactMap { IPPrefix.parseAddress($0.host) }.filter { address in
             !address.allSatisfy { $0 == 0 } && !(address.count == 4 && address[0] == 127)
                 && address != [UInt8](repeating: 0, count: 15) + [1]

@@ -1,5 +1,7 @@
 import AdminHTTP
 import DNSServer
+import NIOCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -10,7 +12,6 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import NIOCore
 
 /// Who holds a local port, read from /proc (Linux), so that "address already in use" can name
 /// the other program. Finding the process needs permission to read other processes' file
@@ -19,7 +20,9 @@ enum PortHolder {
     /// "dnsmasq (pid 812)", or nil when no socket or no process is found.
     static func describe(port: Int, udp: Bool) -> String? {
         let inodes = socketInodes(port: port, udp: udp)
-        guard !inodes.isEmpty, let pids = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return nil }
+        guard !inodes.isEmpty, let pids = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else {
+            return nil
+        }
         for pid in pids where pid.allSatisfy(\.isNumber) && pid != "\(getpid())" {
             guard let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else { continue }
             for fd in fds {

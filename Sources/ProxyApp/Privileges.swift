@@ -1,10 +1,11 @@
+import Logging
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Logging
-import Synchronization
 
 /// The user the daemon runs as after binding its sockets (`user:` / `--user`).
 public struct UnprivilegedUser: Sendable, Equatable {
@@ -48,7 +49,9 @@ public struct UnprivilegedUser: Sendable, Equatable {
         guard let tasks = opendir("/proc/self/task") else { return nil }
         defer { closedir(tasks) }
         while let entry = readdir(tasks) {
-            let tid = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let tid = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
             guard tid.first?.isNumber == true, let file = fopen("/proc/self/task/\(tid)/status", "r") else { continue }
             defer { fclose(file) }
             var line = [CChar](repeating: 0, count: 256)
@@ -56,7 +59,7 @@ public struct UnprivilegedUser: Sendable, Equatable {
             while fgets(&line, Int32(line.count), file) != nil {
                 let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
                 if text.hasPrefix("Name:") { name = String(text.dropFirst(5).filter { $0 != "\t" && $0 != "\n" }) }
-            guard text.hasPrefix("Uid:") else { continue }
+                guard text.hasPrefix("Uid:") else { continue }
                 let ids = text.dropFirst(4).split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" })
                 if ids.contains(where: { UInt32($0) != uid }) { return "\(tid) \(name) (\(text.dropLast()))" }
             }

@@ -2,17 +2,18 @@ import AdminHTTP
 import DNSServer
 import DNSWire
 import DiscoveryProxy
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 import MDNS
 import Prometheus
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 /// A failure to start: printed as one line, exit status 1 (port in use, no permission,
 /// avahi client library failure).
@@ -118,7 +119,8 @@ public struct ProxyApplication: Sendable {
                 "UDP response rate limit on",
                 metadata: [
                     "rrl.per_second": "\(configuration.rateLimit.responsesPerSecond)",
-                    "rrl.prefixes": "/\(configuration.rateLimit.ipv4PrefixLength) /\(configuration.rateLimit.ipv6PrefixLength)",
+                    "rrl.prefixes":
+                        "/\(configuration.rateLimit.ipv4PrefixLength) /\(configuration.rateLimit.ipv6PrefixLength)",
                     "rrl.slip": "\(configuration.rateLimit.slip)",
                 ])
         }
@@ -156,8 +158,9 @@ public struct ProxyApplication: Sendable {
         let reloader = Reloader(load: reload, parts: parts, started: configuration, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: server), .init(service: ReloadOnHangup(reloader: reloader)),
-            .init(service: InterfaceWatcher(
-                reloader: reloader, interval: parts.interfaceCheck, scheduler: timers.proxy, logger: logger)),
+            .init(
+                service: InterfaceWatcher(
+                    reloader: reloader, interval: parts.interfaceCheck, scheduler: timers.proxy, logger: logger)),
         ]
         if let pushListener { services.append(.init(service: pushListener)) }
         if let admin = configuration.admin {
@@ -165,12 +168,16 @@ public struct ProxyApplication: Sendable {
                 proxy: proxy, server: server, backend: backend, reloader: reloader, gateway: gateway.gateway,
                 startedAt: Date())
             let logger = self.logger
-            services.append(.init(service: makeAdminServer(
-                host: admin.host, port: admin.port, source: source, registry: registry, logger: logger,
-                onServerRunning: { port in
-                    logger.info("admin HTTP listening", metadata: ["admin.server.listenAddresses": "\(admin.host):\(port)"])
-                    privileges.bound()
-                })))
+            services.append(
+                .init(
+                    service: makeAdminServer(
+                        host: admin.host, port: admin.port, source: source, registry: registry, logger: logger,
+                        onServerRunning: { port in
+                            logger.info(
+                                "admin HTTP listening",
+                                metadata: ["admin.server.listenAddresses": "\(admin.host):\(port)"])
+                            privileges.bound()
+                        })))
         }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
@@ -191,7 +198,9 @@ public struct ProxyApplication: Sendable {
     /// The mDNS gateway (`links[].announce`), with a responder of its own for what it announces
     /// (`LinkResponder`: no avahi connection; its thread starts once something is announced).
     /// Its shutdown leaves the browses; the responder's withdraws the announcements (goodbyes).
-    private func makeGateway(proxy: DiscoveryProxy, scheduler: any ProxyScheduler, snooper: LinkSnooper) throws -> GatewayHandle {
+    private func makeGateway(proxy: DiscoveryProxy, scheduler: any ProxyScheduler, snooper: LinkSnooper) throws
+        -> GatewayHandle
+    {
         let collisions = CollisionForwarder()
         let publisher: LinkResponder
         do {

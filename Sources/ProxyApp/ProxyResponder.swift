@@ -1,6 +1,6 @@
-import DiscoveryProxy
 import DNSServer
 import DNSWire
+import DiscoveryProxy
 
 /// Adapts the front ends' byte-level contract to the proxy logic.
 struct ProxyResponder: DNSResponder {

@@ -1,9 +1,10 @@
+import Logging
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Logging
 
 /// Raises the soft limit on open files towards what the TCP limits need: every admitted
 /// connection is a descriptor, and so is every connection accepted only to be closed (RFC 7766

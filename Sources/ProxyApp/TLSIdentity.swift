@@ -1,5 +1,6 @@
 import CTLSIdentity
 import DNSWire
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -42,15 +43,20 @@ struct TLSIdentity: Sendable {
                 fingerprint: try fingerprint(ofPEMFile: certificateFile), generated: false)
         }
         do {
-            try files.createDirectory(atPath: settings.stateDirectory, withIntermediateDirectories: true,
+            try files.createDirectory(
+                atPath: settings.stateDirectory, withIntermediateDirectories: true,
                 attributes: [.posixPermissions: 0o700])
         } catch {
-            throw StartupError("cannot create the state directory \(settings.stateDirectory): \(SystemText.reason(error))")
+            throw StartupError(
+                "cannot create the state directory \(settings.stateDirectory): \(SystemText.reason(error))")
         }
         let (certificatePEM, keyPEM) = try selfSigned(serverName: serverName)
         // The key first and private, so a crash never leaves a certificate without its key.
-        guard files.createFile(atPath: privateKeyFile, contents: Data(keyPEM.utf8), attributes: [.posixPermissions: 0o600]),
-            files.createFile(atPath: certificateFile, contents: Data(certificatePEM.utf8), attributes: [.posixPermissions: 0o644])
+        guard
+            files.createFile(
+                atPath: privateKeyFile, contents: Data(keyPEM.utf8), attributes: [.posixPermissions: 0o600]),
+            files.createFile(
+                atPath: certificateFile, contents: Data(certificatePEM.utf8), attributes: [.posixPermissions: 0o644])
         else {
             throw StartupError("cannot write the TLS certificate and key in \(settings.stateDirectory)")
         }
@@ -67,7 +73,8 @@ struct TLSIdentity: Sendable {
         var certificate: UnsafeMutablePointer<CChar>?
         var key: UnsafeMutablePointer<CChar>?
         var error = [CChar](repeating: 0, count: 256)
-        let made = dp_tls_self_signed(host.isEmpty ? "discovery-proxy" : host, 3650, &certificate, &key, &error, error.count)
+        let made = dp_tls_self_signed(
+            host.isEmpty ? "discovery-proxy" : host, 3650, &certificate, &key, &error, error.count)
         defer {
             free(certificate)
             free(key)
@@ -99,7 +106,8 @@ struct TLSIdentity: Sendable {
             throw StartupError("no PEM certificate in \(file)")
         }
         var digest = [UInt8](repeating: 0, count: 32)
-        guard der.withUnsafeBytes({ dp_tls_sha256($0.bindMemory(to: UInt8.self).baseAddress, $0.count, &digest) }) == 0 else {
+        guard der.withUnsafeBytes({ dp_tls_sha256($0.bindMemory(to: UInt8.self).baseAddress, $0.count, &digest) }) == 0
+        else {
             throw StartupError("cannot hash the certificate in \(file)")
         }
         return digest.map(SystemText.hex).joined(separator: ":")

@@ -35,8 +35,9 @@ public final class ManualScheduler: ProxyScheduler {
         let target = state.withLock { $0.now + delta }
         while true {
             let due: Entry? = state.withLock { state in
-                guard let index = state.entries.indices.filter({ state.entries[$0].deadline <= target })
-                    .min(by: { state.entries[$0].deadline < state.entries[$1].deadline })
+                guard
+                    let index = state.entries.indices.filter({ state.entries[$0].deadline <= target })
+                        .min(by: { state.entries[$0].deadline < state.entries[$1].deadline })
                 else { return nil }
                 let entry = state.entries.remove(at: index)
                 state.now = max(state.now, entry.deadline)

@@ -26,7 +26,8 @@ public enum YAMLDocument {
         var reader = NodeReader(document: &document)
         let value = reader.value(of: root, depth: 0)
         guard reader.budget >= 0 else {
-            throw YAMLError(problem: "the document expands to more than \(NodeReader.maxValues) values through its aliases")
+            throw YAMLError(
+                problem: "the document expands to more than \(NodeReader.maxValues) values through its aliases")
         }
         return value
     }
@@ -90,7 +91,9 @@ private struct NodeReader {
             var items: [Any] = []
             var item = node.pointee.data.sequence.items.start
             while let current = item, current != node.pointee.data.sequence.items.top {
-                if let child = yaml_document_get_node(document, current.pointee) { items.append(value(of: child, depth: depth + 1)) }
+                if let child = yaml_document_get_node(document, current.pointee) {
+                    items.append(value(of: child, depth: depth + 1))
+                }
                 item = current + 1
             }
             return items

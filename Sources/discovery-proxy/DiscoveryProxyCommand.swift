@@ -3,6 +3,12 @@ import BuildInfo
 import DNSServer
 import DNSWire
 import Dispatch
+import Logging
+import Metrics
+import Prometheus
+import ProxyApp
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -13,11 +19,6 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
-import Metrics
-import Prometheus
-import ProxyApp
-import Synchronization
 
 /// The defaults the help text names, read from the types that own them.
 private let defaults = AppConfiguration()
@@ -36,13 +37,20 @@ struct DiscoveryProxyCommand: ParsableCommand {
     @Option(name: .long, help: "YAML configuration file (see config/discovery-proxy.yaml).")
     var config: String?
 
-    @Option(name: .long, help: ArgumentHelp("Serve the link on IFACE as zone DOMAIN (repeatable).", valueName: "IFACE=DOMAIN"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Serve the link on IFACE as zone DOMAIN (repeatable).", valueName: "IFACE=DOMAIN"))
     var link: [String] = []
 
-    @Option(name: .long, help: ArgumentHelp("Serve DNS on UDP and TCP at this address (repeatable; IPv6 as [::]:53). Default \(defaults.server.listenAddresses.map { "\($0)" }.joined(separator: " and ")).", valueName: "ADDR:PORT"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Serve DNS on UDP and TCP at this address (repeatable; IPv6 as [::]:53). Default \(defaults.server.listenAddresses.map { "\($0)" }.joined(separator: " and ")).",
+            valueName: "ADDR:PORT"))
     var listen: [String] = []
 
-    @Option(name: .long, help: "The proxy's own host name, used as NS target and SOA MNAME (default: this host's name).")
+    @Option(
+        name: .long, help: "The proxy's own host name, used as NS target and SOA MNAME (default: this host's name).")
     var serverName: String?
 
     @Option(name: .long, help: "SOA RNAME, the administrator's mailbox as a domain name (default hostmaster.<zone>).")
@@ -51,46 +59,94 @@ struct DiscoveryProxyCommand: ParsableCommand {
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String?
 
-    @Option(name: .long, parsing: .unconditional, help: "Seconds before a query that mDNS does not answer gets NOERROR/no data (default \(AppConfiguration.defaultValue("negative-timeout")); RFC 8766 says 6, longer than resolvers wait).")
+    @Option(
+        name: .long, parsing: .unconditional,
+        help:
+            "Seconds before a query that mDNS does not answer gets NOERROR/no data (default \(AppConfiguration.defaultValue("negative-timeout")); RFC 8766 says 6, longer than resolvers wait)."
+    )
     var negativeTimeout: Double?
 
-    @Option(name: .long, parsing: .unconditional, help: "Milliseconds to collect further mDNS results after the first one (default \(AppConfiguration.defaultValue("collection-window-ms"))).")
+    @Option(
+        name: .long, parsing: .unconditional,
+        help:
+            "Milliseconds to collect further mDNS results after the first one (default \(AppConfiguration.defaultValue("collection-window-ms")))."
+    )
     var collectionWindowMs: Int?
 
-    @Option(name: .long, parsing: .unconditional, help: "Seconds an mDNS browse is kept after the last query that used it (default \(AppConfiguration.defaultValue("browse-idle-timeout"))).")
+    @Option(
+        name: .long, parsing: .unconditional,
+        help:
+            "Seconds an mDNS browse is kept after the last query that used it (default \(AppConfiguration.defaultValue("browse-idle-timeout")))."
+    )
     var browseIdleTimeout: Double?
 
-    @Option(name: .long, help: "Suppress 169.254/16 and fe80::/10 addresses in answers: true or false (default \(AppConfiguration.defaultValue("suppress-link-local"))).")
+    @Option(
+        name: .long,
+        help:
+            "Suppress 169.254/16 and fe80::/10 addresses in answers: true or false (default \(AppConfiguration.defaultValue("suppress-link-local")))."
+    )
     var suppressLinkLocal: Bool?
 
-    @Option(name: .long, help: ArgumentHelp("Admin HTTP endpoint (metrics, health, status page), or off. Default \(defaults.admin.map { "\($0)" } ?? "off").", valueName: "ADDR:PORT"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Admin HTTP endpoint (metrics, health, status page), or off. Default \(defaults.admin.map { "\($0)" } ?? "off").",
+            valueName: "ADDR:PORT"))
     var admin: String?
 
-    @Option(name: .long, help: ArgumentHelp("Serve DNS Push (RFC 8765) over TLS at this address (repeatable; port 853 when omitted).", valueName: "ADDR[:PORT]"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Serve DNS Push (RFC 8765) over TLS at this address (repeatable; port 853 when omitted).",
+            valueName: "ADDR[:PORT]"))
     var pushListen: [String] = []
 
-    @Option(name: .long, help: ArgumentHelp("PEM certificate chain for the DNS Push TLS listener (default: a self-signed one kept in --state-dir).", valueName: "FILE"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "PEM certificate chain for the DNS Push TLS listener (default: a self-signed one kept in --state-dir).",
+            valueName: "FILE"))
     var tlsCert: String?
 
     @Option(name: .long, help: ArgumentHelp("PEM private key matching --tls-cert.", valueName: "FILE"))
     var tlsKey: String?
 
-    @Option(name: .long, help: ArgumentHelp("Where state is kept, such as the self-signed certificate (default \(defaults.push.stateDirectory)).", valueName: "DIR"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Where state is kept, such as the self-signed certificate (default \(defaults.push.stateDirectory)).",
+            valueName: "DIR"))
     var stateDir: String?
 
-    @Option(name: .long, parsing: .unconditional, help: "Concurrent DNS Push sessions; more get a Retry Delay (default \(AppConfiguration.defaultValue("push.max-sessions"))).")
+    @Option(
+        name: .long, parsing: .unconditional,
+        help:
+            "Concurrent DNS Push sessions; more get a Retry Delay (default \(AppConfiguration.defaultValue("push.max-sessions")))."
+    )
     var pushMaxSessions: Int?
 
-    @Option(name: .long, parsing: .unconditional, help: "Seconds between the link inventories shown on the status page, 0 for none (default \(AppConfiguration.defaultValue("inventory-interval"))).")
+    @Option(
+        name: .long, parsing: .unconditional,
+        help:
+            "Seconds between the link inventories shown on the status page, 0 for none (default \(AppConfiguration.defaultValue("inventory-interval")))."
+    )
     var inventoryInterval: Double?
 
-    @Option(name: .long, help: ArgumentHelp("After binding every socket (port 53 needs root or CAP_NET_BIND_SERVICE), run as this user.", valueName: "NAME"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "After binding every socket (port 53 needs root or CAP_NET_BIND_SERVICE), run as this user.",
+            valueName: "NAME"))
     var user: String?
 
     @Flag(name: .long, help: "Validate the configuration, print the effective configuration and exit.")
     var checkConfig = false
 
-    @Flag(name: .long, help: "Print the records the parent zones need (NS and glue, b/db/lb browse-domain PTRs, reverse delegations) and exit.")
+    @Flag(
+        name: .long,
+        help:
+            "Print the records the parent zones need (NS and glue, b/db/lb browse-domain PTRs, reverse delegations) and exit."
+    )
     var printParentZone = false
 
     /// Synchronous on purpose: with an async main, libdispatch parks the main thread as an
@@ -116,13 +172,16 @@ struct DiscoveryProxyCommand: ParsableCommand {
         // Report everything wrong at once: file, flags, then the merged result.
         let (configuration, readErrors) = effectiveConfiguration()
         let interfaces = InterfaceTable.system()
-        var errors = readErrors
+        var errors =
+            readErrors
             + AppConfiguration.withoutEchoes(configuration.validate(interfaces: interfaces), of: readErrors)
         var warnings = configuration.warnings(interfaces: interfaces)
         if checkConfig, errors.contains(AppConfiguration.noLinks) {
             // A file with its links still commented out is a good file; it cannot run yet.
             errors.removeAll { $0 == AppConfiguration.noLinks }
-            warnings.insert("links: no link configured: the proxy will not start until one is given (--link IFACE=DOMAIN or a links: list)", at: 0)
+            warnings.insert(
+                "links: no link configured: the proxy will not start until one is given (--link IFACE=DOMAIN or a links: list)",
+                at: 0)
         }
         if !errors.isEmpty {
             for error in errors { printError("discovery-proxy: error: \(error)") }
@@ -141,7 +200,9 @@ struct DiscoveryProxyCommand: ParsableCommand {
         for warning in warnings { printError("discovery-proxy: warning: \(warning)") }
         // One level for every logger, which a reload changes (`log-level`).
         let level = LogLevelSwitch(Logger.Level(rawValue: configuration.logLevel) ?? .info)
-        LoggingSystem.bootstrap { label in SwitchedLogHandler(StreamLogHandler.standardError(label: label), level: level) }
+        LoggingSystem.bootstrap { label in
+            SwitchedLogHandler(StreamLogHandler.standardError(label: label), level: level)
+        }
         do {
             // Metrics go to one Prometheus registry, served by the admin endpoint.
             let registry = PrometheusCollectorRegistry()
@@ -184,7 +245,9 @@ struct DiscoveryProxyCommand: ParsableCommand {
         for (index, text) in link.enumerated() {
             let parts = text.split(separator: "=", maxSplits: 1)
             guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
-                errors.append(ConfigError(key: "--link", value: text, reason: "expected IFACE=DOMAIN, e.g. eth1=lab1.example.com."))
+                errors.append(
+                    ConfigError(
+                        key: "--link", value: text, reason: "expected IFACE=DOMAIN, e.g. eth1=lab1.example.com."))
                 continue
             }
             do {
@@ -193,14 +256,17 @@ struct DiscoveryProxyCommand: ParsableCommand {
                 config.links.removeAll { $0.interface == spec.interface }
                 config.links.append(spec)
             } catch {
-                errors.append(ConfigError(key: "--link[\(index)]", value: text, reason: "not a valid domain name: \(error)"))
+                errors.append(
+                    ConfigError(key: "--link[\(index)]", value: text, reason: "not a valid domain name: \(error)"))
             }
         }
         if !listen.isEmpty {
             config.server.listenAddresses = []
             for text in listen {
                 guard let address = AppConfiguration.ListenAddress(text) else {
-                    errors.append(ConfigError(key: "--listen", value: text, reason: "expected ADDR:PORT, e.g. 0.0.0.0:53 or [::]:53"))
+                    errors.append(
+                        ConfigError(
+                            key: "--listen", value: text, reason: "expected ADDR:PORT, e.g. 0.0.0.0:53 or [::]:53"))
                     continue
                 }
                 config.server.listenAddresses.append(address)
@@ -213,7 +279,10 @@ struct DiscoveryProxyCommand: ParsableCommand {
             config.push.listen = []
             for text in pushListen {
                 guard let address = PushSettings.listenAddress(text) else {
-                    errors.append(ConfigError(key: "--push-listen", value: text, reason: "expected ADDR or ADDR:PORT, e.g. 0.0.0.0:853 or [::]"))
+                    errors.append(
+                        ConfigError(
+                            key: "--push-listen", value: text,
+                            reason: "expected ADDR or ADDR:PORT, e.g. 0.0.0.0:853 or [::]"))
                     continue
                 }
                 config.push.listen.append(address)

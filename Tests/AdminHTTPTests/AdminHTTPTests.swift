@@ -1,4 +1,3 @@
-@testable import AdminHTTP
 import DNSServer
 import DiscoveryProxy
 import Foundation
@@ -11,6 +10,8 @@ import NIOCore
 import Prometheus
 import ServiceLifecycle
 import Testing
+
+@testable import AdminHTTP
 
 @Suite struct AdminRouterTests {
     func makeApp(_ source: FakeStatusSource, registry: PrometheusCollectorRegistry = .init())
@@ -133,7 +134,10 @@ import Testing
             #expect(sample(text, "avahi_clients") == 1)
             #expect(sample(text, #"discovery_proxy_build_info{version="1.2.3",revision="unknown"}"#) == 1)
             #expect(sample(text, #"dns_queries_total{transport="udp",qtype="PTR",rcode="NOERROR"}"#) == 4)
-            #expect(text.contains("# HELP dns_queries_total DNS queries answered, by transport, query type and response code.\n# TYPE dns_queries_total counter"))
+            #expect(
+                text.contains(
+                    "# HELP dns_queries_total DNS queries answered, by transport, query type and response code.\n# TYPE dns_queries_total counter"
+                ))
             let typed = text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }
             let helped = text.split(separator: "\n").filter { $0.hasPrefix("# HELP ") }
             #expect(typed.count == helped.count, "a # HELP line before every # TYPE line")

@@ -1,6 +1,6 @@
-import DNSWire
 import AdminHTTP
 import DNSServer
+import DNSWire
 import DiscoveryProxy
 import Foundation
 import Synchronization
@@ -78,7 +78,8 @@ extension AdminStatus {
                 ok: true, reasons: [], mdnsState: "running", listeners: ["udp 0.0.0.0:53", "tcp 0.0.0.0:53"]),
             udpQueriesReceived: 1400,
             tcpQueriesReceived: 123,
-            tcp: TCPConnectionStats(open: 2, accepted: 3, closedIdle: 1, closedLimit: 0, closedError: 0, closedClient: 0),
+            tcp: TCPConnectionStats(
+                open: 2, accepted: 3, closedIdle: 1, closedLimit: 0, closedError: 0, closedClient: 0),
             avahi: AvahiStats(connected: true, clients: 1, liveQueries: 9, reconnects: 0),
             proxy: proxy,
             links: [lab1, lab2]

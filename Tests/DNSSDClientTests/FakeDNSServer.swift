@@ -32,7 +32,11 @@ final class FakeDNSServer: @unchecked Sendable {
         for _ in 0..<20 {
             let udp = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
             var address = Self.loopback(port: 0)
-            guard Self.bind(udp, &address) == 0 else { lastError = errno; close(udp); continue }
+            guard Self.bind(udp, &address) == 0 else {
+                lastError = errno
+                close(udp)
+                continue
+            }
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)
             _ = withUnsafeMutablePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(udp, $0, &length) }
@@ -81,14 +85,19 @@ final class FakeDNSServer: @unchecked Sendable {
     private func serve() {
         var buffer = [UInt8](repeating: 0, count: 65535)
         while !self.shouldStop {
-            var fds = [pollfd(fd: self.udp, events: Int16(POLLIN), revents: 0), pollfd(fd: self.tcp, events: Int16(POLLIN), revents: 0)]
+            var fds = [
+                pollfd(fd: self.udp, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: self.tcp, events: Int16(POLLIN), revents: 0),
+            ]
             guard poll(&fds, 2, 50) > 0 else { continue }
             if fds[0].revents & Int16(POLLIN) != 0 {
                 var peer = sockaddr_storage()
                 var peerLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
                 let count = withUnsafeMutablePointer(to: &peer) { peerPointer in
                     peerPointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                        buffer.withUnsafeMutableBytes { recvfrom(self.udp, $0.baseAddress, $0.count, 0, address, &peerLength) }
+                        buffer.withUnsafeMutableBytes {
+                            recvfrom(self.udp, $0.baseAddress, $0.count, 0, address, &peerLength)
+                        }
                     }
                 }
                 if count > 0, let query = try? Message(wire: Array(buffer[0..<count])) {
@@ -96,7 +105,9 @@ final class FakeDNSServer: @unchecked Sendable {
                     if let answer = self.handler(query, false), let wire = try? answer.encode() {
                         _ = withUnsafePointer(to: &peer) { peerPointer in
                             peerPointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                                wire.withUnsafeBytes { sendto(self.udp, $0.baseAddress, $0.count, 0, address, peerLength) }
+                                wire.withUnsafeBytes {
+                                    sendto(self.udp, $0.baseAddress, $0.count, 0, address, peerLength)
+                                }
                             }
                         }
                     }

@@ -26,11 +26,13 @@ struct OutputTests {
                 lab1.example.         _ipp._tcp.        Drucker Küche
 
                 """)
-        #expect(Output.browseText([], type: self.type, domains: [self.domain], server: "s").hasSuffix("\nno instances\n"))
+        #expect(
+            Output.browseText([], type: self.type, domains: [self.domain], server: "s").hasSuffix("\nno instances\n"))
     }
 
     @Test func browseJSON() {
-        let json = Output.browseJSON([self.instance("Dot.ted Printer")], type: self.type, domains: [self.domain], server: "127.0.0.1:5300")
+        let json = Output.browseJSON(
+            [self.instance("Dot.ted Printer")], type: self.type, domains: [self.domain], server: "127.0.0.1:5300")
         #expect(
             json
                 == #"{"server":"127.0.0.1:5300","type":"_ipp._tcp.","domains":["lab1.example."],"instances":[{"name":"Dot.ted Printer","type":"_ipp._tcp.","domain":"lab1.example.","fullname":"Dot\\.ted\\032Printer._ipp._tcp.lab1.example.","ttl":10}]}"#
@@ -43,7 +45,8 @@ struct OutputTests {
             instance: label, type: self.type, domain: self.domain,
             fullName: try ServiceNames.serviceName(instance: label, type: self.type, domain: self.domain),
             host: try DNSName("farhost1.lab1.example."), port: 631, priority: 0, weight: 0,
-            addresses: ["192.0.2.10", "2001:db8:1::10"], txt: TXTTests.rdata([Array("rp=printers/one".utf8), Array("flag".utf8)]),
+            addresses: ["192.0.2.10", "2001:db8:1::10"],
+            txt: TXTTests.rdata([Array("rp=printers/one".utf8), Array("flag".utf8)]),
             ttl: 10)
         let text = Output.resolveText(service, server: "127.0.0.1:5300")
         #expect(text.contains("Printer\\032One._ipp._tcp.lab1.example. can be reached at farhost1.lab1.example.:631"))
@@ -58,14 +61,19 @@ struct OutputTests {
     @Test func domainsAndTypes() throws {
         let lab2 = try DNSName("lab2.example.")
         let rows = [
-            BrowseDomain(domain: self.domain, browse: true, isDefault: true, legacy: true, source: self.domain, ttl: 10),
+            BrowseDomain(
+                domain: self.domain, browse: true, isDefault: true, legacy: true, source: self.domain, ttl: 10),
             BrowseDomain(domain: lab2, browse: true, isDefault: false, legacy: false, source: self.domain, ttl: 10),
         ]
         let text = Output.domainsText(rows, searched: [self.domain], server: "s")
         #expect(text.contains("lab1.example.                 default, legacy (automatic), browse\n"))
         #expect(text.contains("lab2.example.                 browse\n"))
-        #expect(Output.domainsJSON(rows, searched: [self.domain], server: "s").contains(#"{"domain":"lab2.example.","browse":true,"default":false,"legacy":false,"source":"lab1.example.","ttl":10}"#))
-        let types = Output.typesText([ServiceTypeEntry(type: self.type, domain: self.domain, ttl: 10)], domains: [self.domain], server: "s")
+        #expect(
+            Output.domainsJSON(rows, searched: [self.domain], server: "s").contains(
+                #"{"domain":"lab2.example.","browse":true,"default":false,"legacy":false,"source":"lab1.example.","ttl":10}"#
+            ))
+        let types = Output.typesText(
+            [ServiceTypeEntry(type: self.type, domain: self.domain, ttl: 10)], domains: [self.domain], server: "s")
         #expect(types.hasSuffix("lab1.example.         _ipp._tcp.\n"))
     }
 
@@ -89,16 +97,25 @@ struct OutputTests {
         let domain = try DNSName("example.org.")
         #expect(DNSSDError.from(rcode: .noError, server: "s", question: question, domain: domain) == nil)
         #expect(DNSSDError.from(rcode: .nxDomain, server: "s", question: question, domain: domain) == nil)
-        let refused = try #require(DNSSDError.from(rcode: .refused, server: "127.0.0.1:5300", question: question, domain: domain))
-        #expect(refused.description == "127.0.0.1:5300 refused the query for _ipp._tcp.example.org. PTR (REFUSED): it does not serve the domain example.org.")
+        let refused = try #require(
+            DNSSDError.from(rcode: .refused, server: "127.0.0.1:5300", question: question, domain: domain))
+        #expect(
+            refused.description
+                == "127.0.0.1:5300 refused the query for _ipp._tcp.example.org. PTR (REFUSED): it does not serve the domain example.org."
+        )
         #expect(refused.exitStatus == 3)
         let servfail = try #require(DNSSDError.from(rcode: .servFail, server: "s", question: question, domain: domain))
         #expect(servfail.description.contains("SERVFAIL") && servfail.exitStatus == 3)
-        #expect(DNSSDError.from(rcode: .notImp, server: "s", question: question, domain: domain)?.description.contains("NOTIMP") == true)
-        #expect(DNSSDError.timeout(server: "127.0.0.1:5399", seconds: 8, transport: "UDP").description == "timeout: no answer from 127.0.0.1:5399 over UDP after 8 s")
+        #expect(
+            DNSSDError.from(rcode: .notImp, server: "s", question: question, domain: domain)?.description.contains(
+                "NOTIMP") == true)
+        #expect(
+            DNSSDError.timeout(server: "127.0.0.1:5399", seconds: 8, transport: "UDP").description
+                == "timeout: no answer from 127.0.0.1:5399 over UDP after 8 s")
         #expect(DNSSDError.timeout(server: "s", seconds: 0.5, transport: "UDP").exitStatus == 4)
         #expect(DNSSDError.connectionRefused(server: "s", transport: "UDP").exitStatus == 5)
-        #expect(DNSSDError.instanceNotFound(instance: "x", type: "_ipp._tcp.", domain: "d.", server: "s").exitStatus == 1)
+        #expect(
+            DNSSDError.instanceNotFound(instance: "x", type: "_ipp._tcp.", domain: "d.", server: "s").exitStatus == 1)
         for error in [refused, servfail, .noBrowseDomains(searched: ["a."], server: "s")] {
             #expect(!error.description.contains("\n"))
         }

@@ -2,11 +2,11 @@ import DNSWire
 import Synchronization
 import Testing
 
+@testable import DNSSDClient
+
 #if canImport(Glibc)
 import Glibc
 #endif
-
-@testable import DNSSDClient
 
 /// The client against `FakeDNSServer` on 127.0.0.1, port 0.
 @Suite("loopback round trips", .serialized)
@@ -27,21 +27,35 @@ struct RoundTripTests {
         case .ptr where question.name == ippType:
             return response(
                 to: query,
-                answers: names.map { ResourceRecord(name: ippType, type: .ptr, ttl: 10, rdata: .ptr(instanceName($0))) })
+                answers: names.map { ResourceRecord(name: ippType, type: .ptr, ttl: 10, rdata: .ptr(instanceName($0))) }
+            )
         case .srv where names.map(instanceName).contains(question.name):
             return response(
                 to: query,
-                answers: [ResourceRecord(name: question.name, type: .srv, ttl: 10, rdata: .srv(priority: 0, weight: 0, port: 631, target: host))])
+                answers: [
+                    ResourceRecord(
+                        name: question.name, type: .srv, ttl: 10,
+                        rdata: .srv(priority: 0, weight: 0, port: 631, target: host))
+                ])
         case .txt where names.map(instanceName).contains(question.name):
             return response(
                 to: query,
-                answers: [ResourceRecord(name: question.name, type: .txt, ttl: 10, rdata: .txt(TXTTests.rdata([Array("rp=printers/one".utf8), Array("ty=Küche".utf8)])))])
+                answers: [
+                    ResourceRecord(
+                        name: question.name, type: .txt, ttl: 10,
+                        rdata: .txt(TXTTests.rdata([Array("rp=printers/one".utf8), Array("ty=Küche".utf8)])))
+                ])
         case .a where question.name == host:
-            return response(to: query, answers: [ResourceRecord(name: host, type: .a, ttl: 10, rdata: .a([192, 0, 2, 10]))])
+            return response(
+                to: query, answers: [ResourceRecord(name: host, type: .a, ttl: 10, rdata: .a([192, 0, 2, 10]))])
         case .aaaa where question.name == host:
             return response(
                 to: query,
-                answers: [ResourceRecord(name: host, type: .aaaa, ttl: 10, rdata: .aaaa([0x20, 0x01, 0x0d, 0xb8, 0, 1] + Array(repeating: 0, count: 9) + [0x10]))])
+                answers: [
+                    ResourceRecord(
+                        name: host, type: .aaaa, ttl: 10,
+                        rdata: .aaaa([0x20, 0x01, 0x0d, 0xb8, 0, 1] + Array(repeating: 0, count: 9) + [0x10]))
+                ])
         default:
             return noData(to: query, zone: zone)
         }
@@ -50,7 +64,8 @@ struct RoundTripTests {
     func client(_ server: FakeDNSServer, timeout: Double = 3, tcp: Bool = false) throws -> DNSSDClient {
         DNSSDClient(
             transport: DNSSocketClient(
-                server: try ServerAddress(parsing: "127.0.0.1:\(server.port)"), timeout: timeout, tcpOnly: tcp, retryInterval: 0.3))
+                server: try ServerAddress(parsing: "127.0.0.1:\(server.port)"), timeout: timeout, tcpOnly: tcp,
+                retryInterval: 0.3))
     }
 
     @Test(arguments: [false, true])
@@ -63,7 +78,8 @@ struct RoundTripTests {
         #expect(instances.allSatisfy { $0.domain == Self.zone })
 
         let service = try client.resolve(
-            instance: try ServiceNames.instanceLabel("Dot.ted Printer"), type: try ServiceNames.parseServiceType("_ipp._tcp"),
+            instance: try ServiceNames.instanceLabel("Dot.ted Printer"),
+            type: try ServiceNames.parseServiceType("_ipp._tcp"),
             domain: Self.zone)
         #expect(service.host == Self.host && service.port == 631)
         #expect(service.addresses == ["192.0.2.10", "2001:db8:1::10"])
@@ -74,15 +90,21 @@ struct RoundTripTests {
     @Test func instanceNotFound() throws {
         let server = try FakeDNSServer(handler: Self.zoneHandler)
         defer { server.stop() }
-        #expect(throws: DNSSDError.instanceNotFound(instance: "Nobody", type: "_ipp._tcp.", domain: "lab1.example.", server: "127.0.0.1:\(server.port)")) {
-            try self.client(server).resolve(instance: Array("Nobody".utf8), type: try ServiceNames.parseServiceType("_ipp._tcp"), domain: Self.zone)
+        #expect(
+            throws: DNSSDError.instanceNotFound(
+                instance: "Nobody", type: "_ipp._tcp.", domain: "lab1.example.", server: "127.0.0.1:\(server.port)")
+        ) {
+            try self.client(server).resolve(
+                instance: Array("Nobody".utf8), type: try ServiceNames.parseServiceType("_ipp._tcp"), domain: Self.zone)
         }
     }
 
     @Test func emptyBrowseIsNoError() throws {
         let server = try FakeDNSServer(handler: Self.zoneHandler)
         defer { server.stop() }
-        #expect(try self.client(server).browse(type: try ServiceNames.parseServiceType("_none._tcp"), domain: Self.zone).isEmpty)
+        #expect(
+            try self.client(server).browse(type: try ServiceNames.parseServiceType("_none._tcp"), domain: Self.zone)
+                .isEmpty)
     }
 
     /// Something that is not a discovery proxy for the domain: "no instances" would hide it.
@@ -94,7 +116,10 @@ struct RoundTripTests {
             _ = try self.client(server).browse(type: try ServiceNames.parseServiceType("_ipp._tcp"), domain: Self.zone)
             Issue.record("no error")
         } catch let error as DNSSDError {
-            guard case .notABrowseDomain(_, _, let domain, let answer) = error else { Issue.record("\(error)"); return }
+            guard case .notABrowseDomain(_, _, let domain, let answer) = error else {
+                Issue.record("\(error)")
+                return
+            }
             #expect(domain == "lab1.example.")
             #expect(answer == (rcode == .nxDomain ? "NXDOMAIN" : "no records and no SOA"))
             #expect(error.exitStatus == 1)
@@ -107,7 +132,8 @@ struct RoundTripTests {
             overTCP ? Self.zoneHandler(query: query, overTCP: true) : response(to: query, truncated: true)
         }
         defer { server.stop() }
-        let instances = try self.client(server).browse(type: try ServiceNames.parseServiceType("_ipp._tcp"), domain: Self.zone)
+        let instances = try self.client(server).browse(
+            type: try ServiceNames.parseServiceType("_ipp._tcp"), domain: Self.zone)
         #expect(instances.count == 3)
         #expect(server.queries.map(\.2) == [false, true])
     }
@@ -116,10 +142,14 @@ struct RoundTripTests {
         let server = try FakeDNSServer(handler: Self.zoneHandler)
         defer { server.stop() }
         do {
-            _ = try self.client(server).browse(type: try ServiceNames.parseServiceType("_ipp._tcp"), domain: try DNSName("example.org."))
+            _ = try self.client(server).browse(
+                type: try ServiceNames.parseServiceType("_ipp._tcp"), domain: try DNSName("example.org."))
             Issue.record("no error")
         } catch let error as DNSSDError {
-            guard case .refused(_, let domain, _) = error else { Issue.record("\(error)"); return }
+            guard case .refused(_, let domain, _) = error else {
+                Issue.record("\(error)")
+                return
+            }
             #expect(domain == "example.org.")
         }
     }
@@ -127,7 +157,9 @@ struct RoundTripTests {
     @Test func servfail() throws {
         let server = try FakeDNSServer { query, _ in response(to: query, rcode: .servFail) }
         defer { server.stop() }
-        #expect(throws: DNSSDError.serverFailure(server: "127.0.0.1:\(server.port)", qname: "_ipp._tcp.lab1.example. PTR")) {
+        #expect(
+            throws: DNSSDError.serverFailure(server: "127.0.0.1:\(server.port)", qname: "_ipp._tcp.lab1.example. PTR")
+        ) {
             try self.client(server).browse(type: try ServiceNames.parseServiceType("_ipp._tcp"), domain: Self.zone)
         }
     }
@@ -136,7 +168,8 @@ struct RoundTripTests {
         let server = try FakeDNSServer { _, _ in nil }
         defer { server.stop() }
         #expect(throws: DNSSDError.timeout(server: "127.0.0.1:\(server.port)", seconds: 1, transport: "UDP")) {
-            try self.client(server, timeout: 1).browse(type: try ServiceNames.parseServiceType("_ipp._tcp"), domain: Self.zone)
+            try self.client(server, timeout: 1).browse(
+                type: try ServiceNames.parseServiceType("_ipp._tcp"), domain: Self.zone)
         }
         // Sent at 0, 0.3 and 0.9 s (the interval doubles): three copies within one second.
         #expect(server.queries.count == 3)
@@ -145,11 +178,16 @@ struct RoundTripTests {
     @Test func lateAnswerToAnEarlierSendCounts() throws {
         // Answers only the second copy: retransmission keeps the ID, so it still matches.
         let server = try FakeDNSServer { query, _ in
-            Self.seen.withLock { $0 += 1; return $0 } >= 2 ? Self.zoneHandler(query: query, overTCP: false) : nil
+            Self.seen.withLock {
+                $0 += 1
+                return $0
+            } >= 2 ? Self.zoneHandler(query: query, overTCP: false) : nil
         }
         Self.seen.withLock { $0 = 0 }
         defer { server.stop() }
-        #expect(try self.client(server).browse(type: try ServiceNames.parseServiceType("_ipp._tcp"), domain: Self.zone).count == 3)
+        #expect(
+            try self.client(server).browse(type: try ServiceNames.parseServiceType("_ipp._tcp"), domain: Self.zone)
+                .count == 3)
     }
 
     static let seen = LockedCounter()
@@ -162,13 +200,17 @@ struct RoundTripTests {
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 ? getsockname(fd, $0, &length) : -1 }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 ? getsockname(fd, $0, &length) : -1
+            }
         }
         close(fd)
         let port = UInt16(bigEndian: address.sin_port)
-        let transport = DNSSocketClient(server: try ServerAddress(parsing: "127.0.0.1:\(port)"), timeout: 2, retryInterval: 0.3)
+        let transport = DNSSocketClient(
+            server: try ServerAddress(parsing: "127.0.0.1:\(port)"), timeout: 2, retryInterval: 0.3)
         #expect(throws: DNSSDError.connectionRefused(server: "127.0.0.1:\(port)", transport: "UDP")) {
-            try DNSSDClient(transport: transport).browse(type: try ServiceNames.parseServiceType("_ipp._tcp"), domain: Self.zone)
+            try DNSSDClient(transport: transport).browse(
+                type: try ServiceNames.parseServiceType("_ipp._tcp"), domain: Self.zone)
         }
         #expect(throws: DNSSDError.connectionRefused(server: "127.0.0.1:\(port)", transport: "TCP")) {
             var tcp = transport
@@ -184,7 +226,9 @@ struct RoundTripTests {
             guard question.name.isSubdomain(of: Self.zone) else { return response(to: query, rcode: .refused) }
             let kind = String(decoding: question.name.labels[0], as: UTF8.self)
             let targets: [DNSName] = kind == "db" ? [Self.zone] : (kind == "lb" ? [Self.zone] : [Self.zone, lab2])
-            return response(to: query, answers: targets.map { ResourceRecord(name: question.name, type: .ptr, ttl: 10, rdata: .ptr($0)) })
+            return response(
+                to: query,
+                answers: targets.map { ResourceRecord(name: question.name, type: .ptr, ttl: 10, rdata: .ptr($0)) })
         }
         defer { server.stop() }
         let client = try self.client(server)

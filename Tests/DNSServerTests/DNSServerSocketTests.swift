@@ -1,5 +1,5 @@
-import DNSWire
 import DNSServer
+import DNSWire
 import NIOCore
 import NIOExtras
 import NIOPosix
@@ -116,8 +116,10 @@ func withServer(
             let tooLarge: [UInt8] = [FakeResponder.fast, 1] + [UInt8](repeating: 0, count: 999)
             let largest: [UInt8] = [FakeResponder.fast, 2] + [UInt8](repeating: 0, count: 998)
             let reply = try await client.executeThenClose { inbound, outbound in
-                try await outbound.write(AddressedEnvelope(remoteAddress: udp.address, data: ByteBuffer(bytes: tooLarge)))
-                try await outbound.write(AddressedEnvelope(remoteAddress: udp.address, data: ByteBuffer(bytes: largest)))
+                try await outbound.write(
+                    AddressedEnvelope(remoteAddress: udp.address, data: ByteBuffer(bytes: tooLarge)))
+                try await outbound.write(
+                    AddressedEnvelope(remoteAddress: udp.address, data: ByteBuffer(bytes: largest)))
                 var iterator = inbound.makeAsyncIterator()
                 return try await iterator.next()
             }

@@ -1,6 +1,7 @@
 import DNSWire
-@testable import DNSServer
 import Synchronization
+
+@testable import DNSServer
 
 /// Test queries are `[kind, tag, ...]`: `fast` is answered at once (inside `handle`), `silent` is
 /// answered with nil at once, anything else waits for `complete(tag:)`. An answer is

@@ -1,9 +1,10 @@
 import DNSWire
-@testable import DNSServer
 import NIOCore
 import NIOEmbedded
 import Synchronization
 import Testing
+
+@testable import DNSServer
 
 @Suite struct ReplayCacheTests {
     /// A responder's replay permission whose currency and reports the test controls.
@@ -22,7 +23,9 @@ import Testing
     let client = ReplayCache.ClientKey(try! SocketAddress(ipAddress: "203.0.113.5", port: 5300))
     let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
-    func lookup(_ cache: ReplayCache, id: [UInt8], client: ReplayCache.ClientKey? = nil, at now: NIODeadline) -> [UInt8]? {
+    func lookup(_ cache: ReplayCache, id: [UInt8], client: ReplayCache.ClientKey? = nil, at now: NIODeadline)
+        -> [UInt8]?
+    {
         let q = id + query[2...]
         return q.withUnsafeBytes { cache.answer(to: $0, client: client ?? self.client, transport: .udp, now: now) }
             .map { Array($0.readableBytesView) }
@@ -50,7 +53,9 @@ import Testing
         let other = ReplayCache.ClientKey(try! SocketAddress(ipAddress: "203.0.113.6", port: 5300))
         #expect(lookup(cache, id: [0, 1], client: other, at: t0) == nil)
         let samePortOtherQuery = [0, 1] + query[2...].dropLast() + [2]
-        #expect(samePortOtherQuery.withUnsafeBytes { cache.answer(to: $0, client: client, transport: .udp, now: t0) } == nil)
+        #expect(
+            samePortOtherQuery.withUnsafeBytes { cache.answer(to: $0, client: client, transport: .udp, now: t0) } == nil
+        )
         #expect(query.withUnsafeBytes { cache.answer(to: $0, client: client, transport: .tcp, now: t0) } == nil)
         let otherPort = ReplayCache.ClientKey(try! SocketAddress(ipAddress: "203.0.113.5", port: 40000))
         #expect(lookup(cache, id: [0, 1], client: otherPort, at: t0) != nil, "the port is not part of the key")
@@ -123,14 +128,16 @@ import Testing
         // responder, and on again, the first one does.
         caches.isOn.set(false)
         for id: UInt8 in 4...5 {
-            try channel.writeInbound(AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: [0, id] + query[2...])))
+            try channel.writeInbound(
+                AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: [0, id] + query[2...])))
             _ = try channel.readOutbound(as: AddressedEnvelope<ByteBuffer>.self)
         }
         #expect(responder.calls.load(ordering: .relaxed) == 3)
         loop.advanceTime(by: .seconds(1))  // the sweep empties the table
         caches.isOn.set(true)
         for id: UInt8 in 6...7 {
-            try channel.writeInbound(AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: [0, id] + query[2...])))
+            try channel.writeInbound(
+                AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: [0, id] + query[2...])))
             _ = try channel.readOutbound(as: AddressedEnvelope<ByteBuffer>.self)
         }
         #expect(responder.calls.load(ordering: .relaxed) == 4)
@@ -185,7 +192,9 @@ final class ReplayingResponder: DNSResponder, Sendable {
             for n in queries { remember(cache, n, at: t0) }
             let kept = queries.filter { replay(cache, $0, at: t0) != nil }
             #expect(kept.count == cache.count)
-            #expect(kept.allSatisfy { replay(cache, $0, at: t0)?.last == UInt8($0 & 0xFF) }, "each query gets its own answer")
+            #expect(
+                kept.allSatisfy { replay(cache, $0, at: t0)?.last == UInt8($0 & 0xFF) },
+                "each query gets its own answer")
             held += cache.count
         }
         #expect(held >= 8 * 1980, "a few may meet a full set of four; nearly all stay")

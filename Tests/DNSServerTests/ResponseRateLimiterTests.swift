@@ -1,5 +1,5 @@
-import DNSWire
 @_spi(Testing) import DNSServer
+import DNSWire
 import Synchronization
 import Testing
 
@@ -69,7 +69,8 @@ struct ResponseRateLimiterTests {
         limit.maxTrackedPrefixes = 100
         let limiter = ResponseRateLimiter(limit)
         for index in 0..<10_000 {
-            _ = limiter.decide(client: [10, UInt8(index >> 8 & 0xFF), UInt8(index & 0xFF), 1], now: .milliseconds(index))
+            _ = limiter.decide(
+                client: [10, UInt8(index >> 8 & 0xFF), UInt8(index & 0xFF), 1], now: .milliseconds(index))
         }
         #expect(limiter.trackedPrefixes <= 100)
     }
@@ -78,7 +79,10 @@ struct ResponseRateLimiterTests {
     func truncatedReply() throws {
         // ID 0x1234, QR AA, RCODE 0, QD 1 AN 1, question a.example. A IN, then one answer byte run.
         let question: [UInt8] = [1, 0x61, 7] + Array("example".utf8) + [0, 0, 1, 0, 1]
-        let answer: [UInt8] = [0x12, 0x34, 0x84, 0x00, 0, 1, 0, 1, 0, 0, 0, 1] + question + [0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 10, 0, 4, 192, 0, 2, 1]
+        let answer: [UInt8] =
+            [0x12, 0x34, 0x84, 0x00, 0, 1, 0, 1, 0, 0, 0, 1] + question + [
+                0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 10, 0, 4, 192, 0, 2, 1,
+            ]
         let reply = try #require(ResponseRateLimiter.truncatedReply(to: answer))
         #expect(reply == [0x12, 0x34, 0x86, 0x00, 0, 1, 0, 0, 0, 0, 0, 0] + question)
         #expect(ResponseRateLimiter.truncatedReply(to: [1, 2, 3]) == nil)
@@ -91,7 +95,9 @@ struct ResponseRateLimiterTests {
         for transport in [DNSTransport.tcp, .udp] {
             for _ in 0..<6 {
                 let header: [UInt8] = [FakeResponder.fast, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
-                responder.handle(query: header, from: DNSClient(address: [192, 0, 2, 7], port: 5353, transport: transport)) {
+                responder.handle(
+                    query: header, from: DNSClient(address: [192, 0, 2, 7], port: 5353, transport: transport)
+                ) {
                     answer in sent.withLock { $0.append(answer.bytes) }
                 }
             }

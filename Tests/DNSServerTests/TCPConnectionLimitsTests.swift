@@ -1,8 +1,9 @@
 import DNSWire
-@testable import DNSServer
 import NIOCore
 import NIOEmbedded
 import Testing
+
+@testable import DNSServer
 
 /// RFC 7828 edns-tcp-keepalive from the front end's side (the idle timeout each query hands
 /// the responder to announce), the per-subnet connection limit (RFC 7766 §10) and the optional
@@ -67,18 +68,23 @@ import Testing
     @Test func stateAnnouncesNothingInsideASession() {
         var state = TCPConnectionState(maxInFlight: 4)
         _ = state.activate(admission: .admitted)
-        #expect(state.idleTimeoutToAnnounce(configured: .seconds(10), shortOfConnections: false, lifetimeLeft: nil)
-            == .seconds(10))
+        #expect(
+            state.idleTimeoutToAnnounce(configured: .seconds(10), shortOfConnections: false, lifetimeLeft: nil)
+                == .seconds(10))
         state.sessionOpened()
-        #expect(state.idleTimeoutToAnnounce(configured: .seconds(10), shortOfConnections: true, lifetimeLeft: nil) == nil)
+        #expect(
+            state.idleTimeoutToAnnounce(configured: .seconds(10), shortOfConnections: true, lifetimeLeft: nil) == nil)
         #expect(!state.closesWhenIdle, "a DSO session's own timers rule (RFC 8490 §7.1.2)")
     }
 
     @Test func onceToldZeroAlwaysZero() {
         var state = TCPConnectionState(maxInFlight: 4)
         _ = state.activate(admission: .admitted)
-        #expect(state.idleTimeoutToAnnounce(configured: .seconds(10), shortOfConnections: true, lifetimeLeft: nil) == .zero)
-        #expect(state.idleTimeoutToAnnounce(configured: .seconds(10), shortOfConnections: false, lifetimeLeft: nil) == .zero)
+        #expect(
+            state.idleTimeoutToAnnounce(configured: .seconds(10), shortOfConnections: true, lifetimeLeft: nil) == .zero)
+        #expect(
+            state.idleTimeoutToAnnounce(configured: .seconds(10), shortOfConnections: false, lifetimeLeft: nil) == .zero
+        )
         #expect(state.closesWhenIdle)
     }
 
@@ -113,7 +119,8 @@ import Testing
         let counters = DNSServerCounters()
         let registry = TCPConnectionRegistry(maxTotal: 100, maxPerClient: 3)
         func connect() throws -> TCPHarness {
-            try TCPHarness(counters: counters, registry: registry, remote: SocketAddress(ipAddress: "192.0.2.1", port: 1))
+            try TCPHarness(
+                counters: counters, registry: registry, remote: SocketAddress(ipAddress: "192.0.2.1", port: 1))
         }
         let first = try (0..<3).map { _ in try connect() }
         #expect(first.allSatisfy { $0.isOpen })
@@ -135,8 +142,9 @@ import Testing
         config.maxTCPConnectionsPerSubnet = 15
         #expect(config.effectiveMaxTCPConnectionsPerSubnet == 15)
         #expect(TCPConnectionRegistry.subnet(of: [192, 0, 2, 9]) == [192, 0, 2])
-        #expect(TCPConnectionRegistry.subnet(of: [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0x01] + [UInt8](repeating: 7, count: 9))
-            == [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0x01])
+        #expect(
+            TCPConnectionRegistry.subnet(of: [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0x01] + [UInt8](repeating: 7, count: 9))
+                == [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0x01])
     }
 
     // MARK: RFC 7766 §6.2.2: an optional cap on a connection's life

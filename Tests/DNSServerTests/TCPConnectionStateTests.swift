@@ -28,7 +28,7 @@ import Testing
         var state = opened(maxInFlight: 2)
         for n in 0..<3 { _ = state.queryRead([UInt8(n)]) }
         var ids: [UInt64] = []
-        while let _ = state.nextQuery() { ids.append(state.queryDispatched()) }
+        while state.nextQuery() != nil { ids.append(state.queryDispatched()) }
         #expect(ids.count == 2, "the third waits at the cap")
         let read = state.readRequested()
         #expect(!read, "no read at the cap")

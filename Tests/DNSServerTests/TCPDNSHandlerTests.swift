@@ -1,8 +1,9 @@
 import DNSWire
-@testable import DNSServer
 import NIOCore
 import NIOEmbedded
 import Testing
+
+@testable import DNSServer
 
 /// Counts `read()` calls that reach the front of the pipeline (the socket).
 final class ReadCounter: ChannelOutboundHandler {
@@ -321,7 +322,8 @@ final class TCPHarness {
         let counters = DNSServerCounters()
         let registry = TCPConnectionRegistry(maxTotal: 1, maxPerClient: 10)
         let a = try TCPHarness(counters: counters, registry: registry)
-        let b = try TCPHarness(counters: counters, registry: registry, remote: SocketAddress(ipAddress: "192.0.2.99", port: 1))
+        let b = try TCPHarness(
+            counters: counters, registry: registry, remote: SocketAddress(ipAddress: "192.0.2.99", port: 1))
         defer {
             a.finish()
             b.finish()

@@ -1,8 +1,9 @@
 import DNSWire
-@testable import DNSServer
 import NIOCore
 import NIOEmbedded
 import Testing
+
+@testable import DNSServer
 
 @Suite struct UDPDNSHandlerTests {
     final class Harness {

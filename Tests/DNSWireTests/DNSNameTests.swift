@@ -4,8 +4,11 @@ import Testing
 @Suite struct DNSNameTests {
     @Test func parsesDecimalEscapesAsOneLabel() throws {
         let parsed = try DNSName(#"My\032Printer._ipp._tcp.lab1.example."#)
-        #expect(parsed.labels == [Array("My Printer".utf8), Array("_ipp".utf8), Array("_tcp".utf8),
-                                  Array("lab1".utf8), Array("example".utf8)])
+        #expect(
+            parsed.labels == [
+                Array("My Printer".utf8), Array("_ipp".utf8), Array("_tcp".utf8),
+                Array("lab1".utf8), Array("example".utf8),
+            ])
         #expect(parsed.description == #"My\032Printer._ipp._tcp.lab1.example."#)
     }
 
@@ -41,7 +44,9 @@ import Testing
     @Test func rejectsBadText() {
         #expect(throws: DNSNameError.emptyLabel(after: Array("a".utf8))) { try DNSName("a..b") }
         let x64 = [UInt8](repeating: UInt8(ascii: "x"), count: 64)
-        #expect(throws: DNSNameError.labelTooLong(64, label: x64)) { try DNSName(String(repeating: "x", count: 64) + ".example") }
+        #expect(throws: DNSNameError.labelTooLong(64, label: x64)) {
+            try DNSName(String(repeating: "x", count: 64) + ".example")
+        }
         #expect(throws: DNSNameError.self) { try DNSName(#"bad\2"#) }
         #expect(throws: DNSNameError.self) { try DNSName(#"bad\256x"#) }
         let long = Array(repeating: String(repeating: "x", count: 63), count: 4).joined(separator: ".")
@@ -52,14 +57,21 @@ import Testing
         #expect(throws: DNSNameError.emptyLabel(after: nil)) { try DNSName(".a") }
         #expect(throws: DNSNameError.emptyLabel(after: Array("a.b".utf8))) { try DNSName(#"a\.b..c"#) }
         #expect(throws: DNSNameError.badEscape(text: #"a\"#, offset: 1, .trailingBackslash)) { try DNSName(#"a\"#) }
-        #expect(throws: DNSNameError.badEscape(text: #"a\12.b"#, offset: 1, .needsThreeDigits)) { try DNSName(#"a\12.b"#) }
-        #expect(throws: DNSNameError.badEscape(text: #"ab\300"#, offset: 2, .outOfRange(300))) { try DNSName(#"ab\300"#) }
+        #expect(throws: DNSNameError.badEscape(text: #"a\12.b"#, offset: 1, .needsThreeDigits)) {
+            try DNSName(#"a\12.b"#)
+        }
+        #expect(throws: DNSNameError.badEscape(text: #"ab\300"#, offset: 2, .outOfRange(300))) {
+            try DNSName(#"ab\300"#)
+        }
         #expect(throws: DNSNameError.badEscape(text: #"a\\\"#, offset: 3, .trailingBackslash)) {
             try DNSName(presentation: Array(#"a\\\"#.utf8))
         }
         #expect(DNSNameError.emptyLabel(after: nil).description == "empty first label (starts with a dot)")
-        #expect(DNSNameError.emptyLabel(after: Array("a.b".utf8)).description == #"empty label after "a\.b" (two dots in a row)"#)
-        #expect(DNSNameError.labelTooLong(64, label: [UInt8](repeating: 0x78, count: 64)).description.contains("64 octets"))
+        #expect(
+            DNSNameError.emptyLabel(after: Array("a.b".utf8)).description
+                == #"empty label after "a\.b" (two dots in a row)"#)
+        #expect(
+            DNSNameError.labelTooLong(64, label: [UInt8](repeating: 0x78, count: 64)).description.contains("64 octets"))
         #expect(DNSNameError.badEscape(text: #"a\12"#, offset: 1, .needsThreeDigits).description.contains("offset 1"))
     }
 
@@ -123,8 +135,10 @@ import Testing
     }
 
     @Test func equalNamesHashEquallyWhateverTheirCase() throws {
-        let pairs = [("A.EXAMPLE.", "a.example."), (#"Caf\195\169.Lab1.example."#, #"caf\195\169.lab1.EXAMPLE."#),
-                     ("ABCDEFGHIJKLMNOPQRSTUVWXYZ.x.", "abcdefghijklmnopqrstuvwxyz.X.")]
+        let pairs = [
+            ("A.EXAMPLE.", "a.example."), (#"Caf\195\169.Lab1.example."#, #"caf\195\169.lab1.EXAMPLE."#),
+            ("ABCDEFGHIJKLMNOPQRSTUVWXYZ.x.", "abcdefghijklmnopqrstuvwxyz.X."),
+        ]
         for (a, b) in pairs {
             #expect(try DNSName(a) == DNSName(b))
             #expect(try DNSName(a).hashValue == DNSName(b).hashValue)

@@ -5,7 +5,8 @@ import Testing
 struct DSOCodecTests {
     @Test("a Keepalive request round-trips: OPCODE 6, zero counts, one TLV")
     func keepaliveRoundTrip() throws {
-        let message = DSOMessage(id: 0x1234, tlvs: [.keepalive(inactivityMilliseconds: 15000, keepaliveMilliseconds: 60000)])
+        let message = DSOMessage(
+            id: 0x1234, tlvs: [.keepalive(inactivityMilliseconds: 15000, keepaliveMilliseconds: 60000)])
         let wire = message.encode()
         #expect(Array(wire[0..<12]) == hex("1234 3000 0000 0000 0000 0000"))
         #expect(Array(wire[12...]) == hex("0001 0008 00003a98 0000ea60"))
@@ -56,7 +57,9 @@ struct DSOCodecTests {
     @Test("changes are split so that no PUSH exceeds 16,382 octets, in order, none lost")
     func split() throws {
         let owner = name("_bulk._tcp.lab1.example.")
-        let changes = (0..<200).map { i in PushChange.add(owner, .txt, ttl: 4500, rdata: [UInt8](repeating: UInt8(i % 256), count: 700)) }
+        let changes = (0..<200).map { i in
+            PushChange.add(owner, .txt, ttl: 4500, rdata: [UInt8](repeating: UInt8(i % 256), count: 700))
+        }
         let messages = PushNotification.messages(for: changes)
         #expect(messages.count > 1)
         var back: [PushChange] = []

@@ -180,8 +180,10 @@ import Testing
     @Test func ednsFieldsAndOptionsRoundTrip() throws {
         let edns = EDNS(
             udpPayloadSize: 4096, extendedRCodeHigh: 0, version: 0, dnssecOK: true,
-            options: [EDNS.Option(code: 10, data: Array(0..<24)), EDNS.Option(code: 12, data: []),
-                      EDNS.Option(code: 65001, data: [0])]
+            options: [
+                EDNS.Option(code: 10, data: Array(0..<24)), EDNS.Option(code: 12, data: []),
+                EDNS.Option(code: 65001, data: [0]),
+            ]
         )
         let message = Message(id: 2, questions: [Question(name: name("x.example."), type: .a)], edns: edns)
         let wire = try message.encode()

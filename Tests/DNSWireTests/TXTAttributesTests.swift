@@ -7,7 +7,9 @@ import Testing
     @Test func stringsAreSplitByTheirLengthBytes() {
         #expect(TXTAttributes.strings(Self.rdata(["a=b", "", "flag"])) == [Array("a=b".utf8), [], Array("flag".utf8)])
         #expect(TXTAttributes.strings([]).isEmpty)
-        #expect(TXTAttributes.strings([10] + Array("a=b".utf8)) == [Array("a=b".utf8)], "a short last string keeps what is there")
+        #expect(
+            TXTAttributes.strings([10] + Array("a=b".utf8)) == [Array("a=b".utf8)],
+            "a short last string keeps what is there")
     }
 
     @Test func keysAndValues() {

@@ -66,7 +66,8 @@ import Testing
     @Test func setsTCAndKeepsQuestionAndOPTWhenAnswersDoNotFit() throws {
         var message = Self.response(txtSize: 10)
         // About 50 KB of answers: 70 printers with 700-byte TXT records (RFC 8766 §5.5.5).
-        let txt = [255] + Array(repeating: UInt8(0x62), count: 255) + [255] + Array(repeating: UInt8(0x63), count: 255)
+        let txt =
+            [255] + Array(repeating: UInt8(0x62), count: 255) + [255] + Array(repeating: UInt8(0x63), count: 255)
             + [187] + Array(repeating: UInt8(0x64), count: 187)
         message.answers = (0..<70).map { index in
             ResourceRecord(

@@ -11,8 +11,10 @@ struct AnswerMemoTests {
     let printer = try! DNSName("x._ipp._tcp.local.")
 
     func query(id: UInt16, _ name: String = "_ipp._tcp.lab1.example.", type: RRType = .ptr) -> [UInt8] {
-        try! Message(id: id, questions: [Question(name: try! DNSName(name), type: type)], edns: EDNS(udpPayloadSize: 1232))
-            .encode()
+        try! Message(
+            id: id, questions: [Question(name: try! DNSName(name), type: type)], edns: EDNS(udpPayloadSize: 1232)
+        )
+        .encode()
     }
 
     @Test("an entry answers the same query bytes in the same epoch, with the asker's ID")
@@ -23,8 +25,11 @@ struct AnswerMemoTests {
         let answer = memo.answer(to: AnswerMemo.Key(query: query(id: 0xBEEF), transport: .udp), id: 0xBEEF, epoch: 3)
         #expect(answer?.bytes == [0xBE, 0xEF, 0x84, 0, 9, 9])
         #expect(answer?.rcode == "noError")
-        #expect(memo.answer(to: AnswerMemo.Key(query: query(id: 1), transport: .tcp), id: 1, epoch: 3) == nil, "TCP has its own limit")
-        #expect(memo.answer(to: AnswerMemo.Key(query: query(id: 1, type: .srv), transport: .udp), id: 1, epoch: 3) == nil)
+        #expect(
+            memo.answer(to: AnswerMemo.Key(query: query(id: 1), transport: .tcp), id: 1, epoch: 3) == nil,
+            "TCP has its own limit")
+        #expect(
+            memo.answer(to: AnswerMemo.Key(query: query(id: 1, type: .srv), transport: .udp), id: 1, epoch: 3) == nil)
         #expect(memo.answer(to: key, id: 1, epoch: 4) == nil, "a later epoch may have other data")
     }
 

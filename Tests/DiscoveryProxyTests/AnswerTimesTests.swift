@@ -64,12 +64,15 @@ struct AnswerTimesTests {
         let three = Self.learned([[30, 250, 600], [35, 260, 610], [30]])
         #expect(three.answerAt(startedAt: .zero, firstAt: ms(30), window: window, negativeTimeout: ms(800)) == ms(625))
         let spread = Self.learned([[30, 70], [30, 70], [30]])
-        #expect(spread.answerAt(startedAt: .zero, firstAt: ms(30), window: window, negativeTimeout: ms(800)) == ms(95),
+        #expect(
+            spread.answerAt(startedAt: .zero, firstAt: ms(30), window: window, negativeTimeout: ms(800)) == ms(95),
             "a spread of 40 ms: 25 ms past it")
-        #expect(three.answerAt(startedAt: ms(1000), firstAt: ms(1900), window: window, negativeTimeout: ms(800))
-            == ms(2200), "at 1.2 s after the query")
-        #expect(three.answerAt(startedAt: .zero, firstAt: ms(1190), window: window, negativeTimeout: ms(800))
-            == ms(1240), "never sooner than the configured window")
+        #expect(
+            three.answerAt(startedAt: ms(1000), firstAt: ms(1900), window: window, negativeTimeout: ms(800))
+                == ms(2200), "at 1.2 s after the query")
+        #expect(
+            three.answerAt(startedAt: .zero, firstAt: ms(1190), window: window, negativeTimeout: ms(800))
+                == ms(1240), "never sooner than the configured window")
     }
 
     @Test("an answer given within the usual spread expects more")
@@ -129,14 +132,18 @@ struct LearnedBrowseTableTests {
         for (n, delay) in devices.enumerated() {
             let now = start + AnswerTimesTests.ms(delay)
             if now >= due { break }
-            _ = table.receive(.added(instance(n, of: key)), for: key, generation: begun.generation, now: now, configuration: configuration)
+            _ = table.receive(
+                .added(instance(n, of: key)), for: key, generation: begun.generation, now: now,
+                configuration: configuration)
             if let flushAt = table.wakeups[key]?.flushAt { due = min(deadline, flushAt) }
             delivered += 1
         }
         let woken = table.wake(key, generation: begun.generation, now: due)
         for n in devices.indices.dropFirst(delivered) {
             let now = start + AnswerTimesTests.ms(devices[n])
-            _ = table.receive(.added(instance(n, of: key)), for: key, generation: begun.generation, now: now, configuration: configuration)
+            _ = table.receive(
+                .added(instance(n, of: key)), for: key, generation: begun.generation, now: now,
+                configuration: configuration)
         }
         return (due, woken.snapshot)
     }
@@ -151,7 +158,8 @@ struct LearnedBrowseTableTests {
         let after = browse(&table, key("_c"), at: .seconds(20), devices: [30, 250, 600])
         #expect(after.at == .seconds(20) + .milliseconds(625) && after.snapshot.answers.count == 3)
         #expect(after.snapshot.isProvisional, "complete as far as the link has shown, but young (issue 42)")
-        #expect(!table.snapshot(for: key("_c"), now: .seconds(21) + .milliseconds(200)).isProvisional, "past the ceiling")
+        #expect(
+            !table.snapshot(for: key("_c"), now: .seconds(21) + .milliseconds(200)).isProvisional, "past the ceiling")
         // A hit on a young browse within the spread is provisional: a 2 s TTL, not replayed.
         let young = key("_d")
         guard case .wait(_, _, let begun?) = lookup(&table, young, at: .seconds(30)) else { return }
@@ -170,13 +178,16 @@ struct LearnedBrowseTableTests {
         let context = QueryContext(
             started: .zero, epoch: 0, replayLifetime: .seconds(1), qtype: "PTR", limit: 512,
             asker: .client(.udp, respond: { _ in }))
-        let reply = AnswerBuilder(configuration: configuration).answer(query, plan: plan, snapshot: snapshot, for: context)
+        let reply = AnswerBuilder(configuration: configuration).answer(
+            query, plan: plan, snapshot: snapshot, for: context)
         #expect(reply.answers.map(\.ttl) == [DiscoveryProxy.provisionalTTL])
         #expect(table.snapshot(for: young, now: .seconds(31)).isProvisional, "past the spread, but young (issue 42)")
         #expect(!table.snapshot(for: young, now: .seconds(31) + .milliseconds(200)).isProvisional, "past the ceiling")
     }
 
-    @Test("issue 42: a link that learned a spread of zero from one-device browses still gives a new type's first answer the short TTL")
+    @Test(
+        "issue 42: a link that learned a spread of zero from one-device browses still gives a new type's first answer the short TTL"
+    )
     func youngBrowseAfterPromptSingles() {
         var table = BrowseTable()
         for n in 0..<3 { _ = browse(&table, key("_one\(n)"), at: .seconds(10 * n), devices: [30]) }
@@ -211,7 +222,8 @@ struct LearnedBrowseTableTests {
             // Two instances in one mDNS packet: avahi delivers them together.
             let result = browse(&table, key("_p\(n)"), at: .seconds(10 * n), devices: [25, 25])
             #expect(result.at == .seconds(10 * n) + .milliseconds(75) && result.snapshot.answers.count == 2)
-            #expect(result.snapshot.isProvisional, "a first answer before the ceiling is provisional, known link or not")
+            #expect(
+                result.snapshot.isProvisional, "a first answer before the ceiling is provisional, known link or not")
             #expect(!table.snapshot(for: key("_p\(n)"), now: .seconds(10 * n) + .milliseconds(1200)).isProvisional)
         }
         #expect(table.negativeTimeout(on: "eth1", configuration) == configuration.negativeTimeout)

@@ -1,6 +1,6 @@
 import DNSWire
-import Logging
 @_spi(Testing) import DiscoveryProxy
+import Logging
 import MDNS
 import ProxyTestSupport
 import Testing
@@ -61,12 +61,15 @@ struct BrowseLimitTests {
         let h = flooded(max: 2)
         let service = PushService(proxy: h.proxy, logger: Logger(label: "test"))
         let session = service.openSession(client: .test(tcp: true), transport: FakeTransport())
-        session.receive(DSOMessage(id: 1, tlvs: [PushSubscribe(name: try DNSName("watched.lab1.example."), type: .a).tlv]).encode())
+        session.receive(
+            DSOMessage(id: 1, tlvs: [PushSubscribe(name: try DNSName("watched.lab1.example."), type: .a).tlv]).encode())
         h.ask("idle.lab1.example.", .a)
         h.clock.advance(by: .seconds(40))  // both browses idle past BrowseLimit.minimumIdle
         h.ask("new1.lab1.example.", .a)  // takes the unsubscribed browse's place
         #expect(h.proxy.stats.browsesEvicted == 1)
-        #expect(h.backend.live.contains { $0.name == (try! DNSName("watched.local.")) }, "the subscription is still followed")
+        #expect(
+            h.backend.live.contains { $0.name == (try! DNSName("watched.local.")) },
+            "the subscription is still followed")
         let message = try #require(h.ask("new2.lab1.example.", .a).message)
         #expect(message.rcode == .servFail, "nothing may make room: a retryable SERVFAIL")
         #expect(h.proxy.stats.browsesEvicted == 1)

@@ -47,7 +47,9 @@ struct BrowseStorageTests {
     func translatedPerAnswer() throws {
         let h = Harness.warmed(with: printer)
         h.ask("Printer._ipp._tcp.lab1.example.", .srv)
-        h.backend.add("Printer._ipp._tcp.local.", .srv, .srv(priority: 1, weight: 2, port: 631, target: try DNSName("host.local.")))
+        h.backend.add(
+            "Printer._ipp._tcp.local.", .srv,
+            .srv(priority: 1, weight: 2, port: 631, target: try DNSName("host.local.")))
         h.ask("host.lab1.example.", .a)
         h.backend.add("host.local.", .a, .a([192, 0, 2, 7]))
         h.ask("host.lab1.example.", .aaaa)
@@ -55,14 +57,20 @@ struct BrowseStorageTests {
         h.clock.advance(by: .seconds(1))
 
         let srv = try #require(h.ask("Printer._ipp._tcp.lab1.example.", .srv).message)
-        #expect(srv.answers.map(\.rdata) == [.srv(priority: 1, weight: 2, port: 631, target: try DNSName("host.lab1.example."))])
+        #expect(
+            srv.answers.map(\.rdata) == [
+                .srv(priority: 1, weight: 2, port: 631, target: try DNSName("host.lab1.example."))
+            ])
         // The host's address follows the SRV; its link-local IPv6 address does not (§5.5.2).
         #expect(srv.additional.map(\.rdata) == [.a([192, 0, 2, 7])])
         #expect(srv.additional.map(\.name) == [try DNSName("host.lab1.example.")])
 
         let ptr = try #require(h.ask("_ipp._tcp.lab1.example.", .ptr).message)
         #expect(ptr.answers.map(\.rdata) == [.ptr(try DNSName("Printer._ipp._tcp.lab1.example."))])
-        #expect(ptr.additional.map(\.name) == [try DNSName("Printer._ipp._tcp.lab1.example."), try DNSName("host.lab1.example.")])
+        #expect(
+            ptr.additional.map(\.name) == [
+                try DNSName("Printer._ipp._tcp.lab1.example."), try DNSName("host.lab1.example."),
+            ])
     }
 
     @Test("a query started with a handler gets its events while the handle is held, none after cancel")

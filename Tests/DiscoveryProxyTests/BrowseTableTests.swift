@@ -35,7 +35,8 @@ struct BrowseTableTests {
         let context = QueryContext(
             started: .seconds(seconds), epoch: 0, replayLifetime: .seconds(1), qtype: "PTR", limit: 512,
             asker: .client(.udp, respond: { _ in }))
-        return table.lookup(key, query: query, plan: plan, context: context, now: .seconds(seconds), configuration: configuration)
+        return table.lookup(
+            key, query: query, plan: plan, context: context, now: .seconds(seconds), configuration: configuration)
     }
 
     @Test("a miss starts a browse; a second query joins it; results make a hit")
@@ -76,7 +77,8 @@ struct BrowseTableTests {
             return
         }
         _ = table.receive(
-            .added(instance), for: key, generation: start.generation, now: .milliseconds(20), configuration: configuration)
+            .added(instance), for: key, generation: start.generation, now: .milliseconds(20),
+            configuration: configuration)
         guard case .wait(let second, _, nil) = lookup(&table, key, at: 0) else {
             Issue.record("a query within the window should wait, not hit a half-filled browse")
             return
@@ -109,7 +111,8 @@ struct BrowseTableTests {
         _ = lookup(&table, key, at: 0)
         #expect(table.rearm(key, schedule: schedule) == nil)
         #expect(scheduled == [deadline], "one timer for both waiters")
-        #expect(table.wake(key, generation: start.generation, now: .milliseconds(10)).expired.isEmpty, "nothing due yet")
+        #expect(
+            table.wake(key, generation: start.generation, now: .milliseconds(10)).expired.isEmpty, "nothing due yet")
         _ = table.receive(
             .added(instance), for: key, generation: start.generation, now: .milliseconds(100),
             configuration: configuration)
@@ -157,7 +160,9 @@ struct BrowseTableTests {
             let context = QueryContext(
                 started: .zero, epoch: 0, replayLifetime: .seconds(1), qtype: "A", limit: 512,
                 asker: .client(.udp, respond: { _ in }))
-            switch table.lookup(name, query: query, plan: plan, context: context, now: .zero, configuration: configuration) {
+            switch table.lookup(
+                name, query: query, plan: plan, context: context, now: .zero, configuration: configuration)
+            {
             case .wait(_, _, let start?): delays.append(start.delay)
             case .rateLimited: delays.append(nil)
             default: Issue.record("unexpected step")
@@ -176,13 +181,17 @@ struct BrowseTableTests {
         configuration.gatewayLookupsPerSecond = 100
         configuration.gatewayLookupBurst = 50
         let hosts = (0..<250).map { BrowseKey(interface: "eth1", name: try! DNSName("far\($0).local."), type: .srv) }
-        let starts = hosts.compactMap { table.subscribe($0, now: .zero, configuration: configuration, budget: .gateway).start }
+        let starts = hosts.compactMap {
+            table.subscribe($0, now: .zero, configuration: configuration, budget: .gateway).start
+        }
         // Queued for the far link's pacer; without a packet count, 50 at once, then 100 a
         // second: the 250th goes after 2 s, not the 124 s of 1 a second, burst 2.
         #expect(starts.count == 250 && starts.allSatisfy(\.queued))
         var released: [Int] = []  // by each 50 ms tick
         for tick in 0...41 {
-            released.append((released.last ?? 0) + table.releaseLookups(on: "eth1", sent: nil, now: .milliseconds(50 * tick)).due.count)
+            released.append(
+                (released.last ?? 0)
+                    + table.releaseLookups(on: "eth1", sent: nil, now: .milliseconds(50 * tick)).due.count)
         }
         #expect(released[0] == 50 && released[20] == 150 && released[39] == 245 && released[40] == 250, "\(released)")
         // The link's clients still have their whole burst: a miss and a subscription start at once.
@@ -191,7 +200,8 @@ struct BrowseTableTests {
         let context = QueryContext(
             started: .zero, epoch: 0, replayLifetime: .seconds(1), qtype: "PTR", limit: 512,
             asker: .client(.udp, respond: { _ in }))
-        let miss = table.lookup(key, query: query, plan: plan, context: context, now: .zero, configuration: configuration)
+        let miss = table.lookup(
+            key, query: query, plan: plan, context: context, now: .zero, configuration: configuration)
         guard case .wait(_, _, let start?) = miss else {
             Issue.record("a client's miss should start a browse at once")
             return
@@ -227,7 +237,8 @@ struct BrowseTableTests {
     func sweepAndOptimistic() throws {
         var table = BrowseTable()
         guard case .wait(_, _, let start?) = lookup(&table, key, at: 0) else { return }
-        _ = table.receive(.added(instance), for: key, generation: start.generation, now: .zero, configuration: immediate)
+        _ = table.receive(
+            .added(instance), for: key, generation: start.generation, now: .zero, configuration: immediate)
         _ = table.takeWaiters(of: key, generation: start.generation, now: .zero)
         #expect(table.sweep(now: .seconds(200), configuration: configuration, pinned: EveryBrowsePinned()).isEmpty)
         let released = table.sweep(now: .seconds(200), configuration: configuration, pinned: NoPinnedBrowses())
@@ -244,23 +255,33 @@ struct BrowseTableTests {
     func verification() {
         var table = BrowseTable()
         guard case .wait(_, _, let start?) = lookup(&table, key, at: 0) else { return }
-        _ = table.receive(.added(instance), for: key, generation: start.generation, now: .zero, configuration: immediate)
+        _ = table.receive(
+            .added(instance), for: key, generation: start.generation, now: .zero, configuration: immediate)
         _ = table.receive(.verifying, for: key, generation: start.generation, now: .zero, configuration: immediate)
-        let reception = table.receive(.allForNow, for: key, generation: start.generation, now: .zero, configuration: immediate)
+        let reception = table.receive(
+            .allForNow, for: key, generation: start.generation, now: .zero, configuration: immediate)
         #expect(reception.changes.count == 1 && reception.invalidates)
         #expect(table.browses[key]?.records.isEmpty == true)
     }
 
-    @Test("a seeded browse starts with what the link said; \"all for now\" keeps what the daemon delivers and removes the rest")
+    @Test(
+        "a seeded browse starts with what the link said; \"all for now\" keeps what the daemon delivers and removes the rest"
+    )
     func seeded() throws {
         var table = BrowseTable()
         let other = MDNSRecord(name: instance.name, type: .ptr, rdata: try DNSName("Q._ipp._tcp.local.").wireBytes)
-        let (records, start) = table.subscribe(key, now: .zero, configuration: immediate, budget: .gateway, seed: [instance, other])
-        #expect(records.compactMap(\.rdata) == [.ptr(try DNSName("P._ipp._tcp.local.")), .ptr(try DNSName("Q._ipp._tcp.local."))])
+        let (records, start) = table.subscribe(
+            key, now: .zero, configuration: immediate, budget: .gateway, seed: [instance, other])
+        #expect(
+            records.compactMap(\.rdata) == [
+                .ptr(try DNSName("P._ipp._tcp.local.")), .ptr(try DNSName("Q._ipp._tcp.local.")),
+            ])
         let begun = try #require(start)
-        _ = table.receive(.added(instance), for: key, generation: begun.generation, now: .zero, configuration: immediate)
+        _ = table.receive(
+            .added(instance), for: key, generation: begun.generation, now: .zero, configuration: immediate)
         #expect(table.browses[key]?.drained == false && table.browses[key]?.verifying == true)
-        let reception = table.receive(.allForNow, for: key, generation: begun.generation, now: .zero, configuration: immediate)
+        let reception = table.receive(
+            .allForNow, for: key, generation: begun.generation, now: .zero, configuration: immediate)
         #expect(reception.changes.count == 1)
         #expect(table.browses[key]?.orderedRecords.compactMap(\.rdata) == [.ptr(try DNSName("P._ipp._tcp.local."))])
         #expect(table.browses[key]?.drained == true && table.browses[key]?.verifying == false)

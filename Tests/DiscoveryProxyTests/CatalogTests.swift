@@ -27,7 +27,9 @@ struct CatalogTests {
 
     @Test("an instance label holding a dot stays one label (RFC 6763 §4.3)")
     func dottedInstance() throws {
-        let name = try DNSName(labels: [Array("Dot.ted Printer".utf8), Array("_ipp".utf8), Array("_tcp".utf8)] + (try DNSName("lab1.example.")).labels)
+        let name = try DNSName(
+            labels: [Array("Dot.ted Printer".utf8), Array("_ipp".utf8), Array("_tcp".utf8)]
+                + (try DNSName("lab1.example.")).labels)
         guard case .mdns(let plan) = catalog.plan(Question(name: name, type: .srv)) else {
             Issue.record("expected an mDNS plan")
             return

@@ -6,14 +6,17 @@ import Testing
 
 @Suite("DiscoveryProxy: answering from mDNS (RFC 8766 §5.5, §5.6)")
 struct DiscoveryProxyTests {
-    let instance = try! DNSName(labels: [Array("My Printer".utf8), Array("_ipp".utf8), Array("_tcp".utf8), Array("local".utf8)])
+    let instance = try! DNSName(labels: [
+        Array("My Printer".utf8), Array("_ipp".utf8), Array("_tcp".utf8), Array("local".utf8),
+    ])
 
     @Test("a miss starts one mDNS query and is answered at the first result, rewritten into the zone")
     func missThenAnswer() throws {
         let h = Harness()
         let reply = h.ask("_ipp._tcp.lab1.example.", .ptr)
         #expect(!reply.isAnswered)
-        #expect(h.backend.started == [MDNSQuestion(interface: "eth1", name: try DNSName("_ipp._tcp.local."), type: .ptr)])
+        #expect(
+            h.backend.started == [MDNSQuestion(interface: "eth1", name: try DNSName("_ipp._tcp.local."), type: .ptr)])
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(instance))
         #expect(!reply.isAnswered, "waits for the collection window")
         h.clock.advance(by: .milliseconds(50))
@@ -163,7 +166,9 @@ struct DiscoveryProxyTests {
         #expect(full.message?.answers.map(\.rdata) == [.txt(txt)])
 
         let empty = h.ask("y._ipp._tcp.lab1.example.", .txt)
-        h.backend.emit(.added(MDNSRecord(name: try DNSName("y._ipp._tcp.local."), type: .txt, rdata: [])), name: "y._ipp._tcp.local.", type: .txt)
+        h.backend.emit(
+            .added(MDNSRecord(name: try DNSName("y._ipp._tcp.local."), type: .txt, rdata: [])),
+            name: "y._ipp._tcp.local.", type: .txt)
         h.clock.advance(by: .milliseconds(50))
         #expect(empty.message?.answers.map(\.rdata) == [.txt([0])])
     }
@@ -172,9 +177,13 @@ struct DiscoveryProxyTests {
     func srvRewrite() throws {
         let h = Harness()
         let reply = h.ask("x._ipp._tcp.lab1.example.", .srv)
-        h.backend.add("x._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.local.")))
+        h.backend.add(
+            "x._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.local.")))
         h.clock.advance(by: .milliseconds(50))
-        #expect(reply.message?.answers.map(\.rdata) == [.srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.lab1.example."))])
+        #expect(
+            reply.message?.answers.map(\.rdata) == [
+                .srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.lab1.example."))
+            ])
 
         let cname = h.ask("alias.lab1.example.", .cname)
         h.backend.add("alias.local.", .cname, .cname(try DNSName("www.example.org.")))
@@ -185,8 +194,9 @@ struct DiscoveryProxyTests {
     @Test("a .local RDATA name too long for the zone drops the record, never leaks .local (§5.5)")
     func rdataNameTooLongForZone() throws {
         // 250 octets under local. are 257 under lab1.example.: over RFC 1035's 255.
-        let long = [[UInt8]](arrayLiteral: Array(repeating: 0x61, count: 63), Array(repeating: 0x62, count: 63),
-                             Array(repeating: 0x63, count: 63), Array(repeating: 0x64, count: 39))
+        let long = [[UInt8]](
+            arrayLiteral: Array(repeating: 0x61, count: 63), Array(repeating: 0x62, count: 63),
+            Array(repeating: 0x63, count: 63), Array(repeating: 0x64, count: 39))
         let target = try DNSName(labels: long + [Array("_long".utf8), Array("_tcp".utf8), Array("local".utf8)])
         let h = Harness()
         let reply = h.ask("_long._tcp.lab1.example.", .ptr)
@@ -220,7 +230,8 @@ struct DiscoveryProxyTests {
     func additionals() throws {
         let h = Harness()
         h.ask("x._ipp._tcp.lab1.example.", .srv)
-        h.backend.add("x._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.local.")))
+        h.backend.add(
+            "x._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.local.")))
         h.ask("x._ipp._tcp.lab1.example.", .txt)
         h.backend.add("x._ipp._tcp.local.", .txt, .txt([3, 0x61, 0x3D, 0x62]))
         h.ask("prnt.lab1.example.", .a)
@@ -347,7 +358,10 @@ struct ProtocolEdgeTests {
         let h = Harness()
         let pending = h.ask("_bulk._tcp.lab1.example.", .ptr, edns: nil)
         for i in 0..<80 {
-            let name = try DNSName(labels: [Array("Instance number \(i) with a long name".utf8), Array("_bulk".utf8), Array("_tcp".utf8), Array("local".utf8)])
+            let name = try DNSName(labels: [
+                Array("Instance number \(i) with a long name".utf8), Array("_bulk".utf8), Array("_tcp".utf8),
+                Array("local".utf8),
+            ])
             h.backend.add("_bulk._tcp.local.", .ptr, .ptr(name))
         }
         h.clock.advance(by: .milliseconds(50))
@@ -377,7 +391,8 @@ struct ProtocolEdgeTests {
     @Test("opcode other than QUERY gets NOTIMP; QDCOUNT 0 or 2 gets FORMERR")
     func opcodeAndCounts() throws {
         let h = Harness()
-        var notify = Message(id: 9, opcode: Opcode(rawValue: 4), questions: [Question(name: try DNSName("lab1.example."), type: .soa)])
+        var notify = Message(
+            id: 9, opcode: Opcode(rawValue: 4), questions: [Question(name: try DNSName("lab1.example."), type: .soa)])
         #expect(h.send(try notify.encode()).message?.rcode == .notImp)
         notify.opcode = .query
         notify.questions.append(Question(name: try DNSName("lab2.example."), type: .soa))

@@ -35,7 +35,11 @@ struct FarRecordsTests {
         let adding = steps.next(3) > 0
         func ptr(_ owner: DNSName, _ target: DNSName) -> (PushChange, RecordKey) {
             let key = RecordKey(name: owner, type: .ptr)
-            return (adding ? .add(owner, .ptr, ttl: 120, rdata: target.wireBytes) : .remove(owner, .ptr, rdata: target.wireBytes), key)
+            return (
+                adding
+                    ? .add(owner, .ptr, ttl: 120, rdata: target.wireBytes)
+                    : .remove(owner, .ptr, rdata: target.wireBytes), key
+            )
         }
         switch steps.next(8) {
         case 0, 1:
@@ -99,7 +103,8 @@ struct FarRecordsTests {
         let type = try DNSName("_ipp._tcp.lab1.example.")
         let host = try DNSName("shared.lab1.example.")
         let srv = try RData.srv(priority: 0, weight: 0, port: 631, target: host).wireBytes()
-        let a = try DNSName("A._ipp._tcp.lab1.example."), b = try DNSName("B._ipp._tcp.lab1.example.")
+        let a = try DNSName("A._ipp._tcp.lab1.example.")
+        let b = try DNSName("B._ipp._tcp.lab1.example.")
         for instance in [a, b] {
             records.apply(.add(type, .ptr, ttl: 120, rdata: instance.wireBytes), to: RecordKey(name: type, type: .ptr))
             records.apply(.add(instance, .srv, ttl: 120, rdata: srv), to: RecordKey(name: instance, type: .srv))

@@ -1,10 +1,11 @@
 import DNSWire
-@_spi(Testing) @testable import DiscoveryProxy
 import Logging
 import MDNS
 import ProxyTestSupport
 import Synchronization
 import Testing
+
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// Keeps what the gateway asked to publish, as `LinkResponder` does: changes applied to what
 /// it holds (`MDNSGroupUpdates`), or a whole set.
@@ -57,11 +58,17 @@ struct GatewayTests {
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try! DNSName("Printer._ipp._tcp.local.")))
         h.clock.advance(by: .milliseconds(200))
 
-        h.backend.add("Printer._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try! DNSName("printer.local.")))
+        h.backend.add(
+            "Printer._ipp._tcp.local.", .srv,
+            .srv(priority: 0, weight: 0, port: 631, target: try! DNSName("printer.local.")))
         h.backend.add("Printer._ipp._tcp.local.", .txt, .txt(txt))
         h.clock.advance(by: .milliseconds(200))
         for address in addresses {
-            if case .a = address { h.backend.add("printer.local.", .a, address) } else { h.backend.add("printer.local.", .aaaa, address) }
+            if case .a = address {
+                h.backend.add("printer.local.", .a, address)
+            } else {
+                h.backend.add("printer.local.", .aaaa, address)
+            }
         }
         h.backend.emitToAll(.allForNow)  // the daemon's cache delivered: every lookup asks the link
         h.clock.advance(by: .seconds(7))  // past the usable-target recheck (RFC 8766 §5.5.2)
@@ -125,7 +132,9 @@ struct GatewayTests {
         let (h, gateway, _) = harness()
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")))
         h.clock.advance(by: .milliseconds(200))
-        h.backend.add("Printer._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("printer.local.")))
+        h.backend.add(
+            "Printer._ipp._tcp.local.", .srv,
+            .srv(priority: 0, weight: 0, port: 631, target: try DNSName("printer.local.")))
         h.backend.add("Printer._ipp._tcp.local.", .txt, .txt(txt))
         h.clock.advance(by: .milliseconds(200))
         h.backend.add("printer.local.", .a, .a([169, 254, 7, 7]))
@@ -143,19 +152,33 @@ struct GatewayTests {
     @Test("a far instance becomes PTR, SRV, TXT (byte-exact) and its host's routable addresses on the client link")
     func announces() throws {
         let (h, gateway, publisher) = harness()
-        #expect(h.backend.live.contains(MDNSQuestion(interface: "eth1", name: try DNSName("_ipp._tcp.local."), type: .ptr)))
-        announcePrinter(h, addresses: [.a([192, 0, 2, 7]), .a([169, 254, 1, 1]), .aaaa([0x20, 0x01, 0x0D, 0xB8, 0, 1] + Array(repeating: 0, count: 9) + [7])])
+        #expect(
+            h.backend.live.contains(MDNSQuestion(interface: "eth1", name: try DNSName("_ipp._tcp.local."), type: .ptr)))
+        announcePrinter(
+            h,
+            addresses: [
+                .a([192, 0, 2, 7]), .a([169, 254, 1, 1]),
+                .aaaa([0x20, 0x01, 0x0D, 0xB8, 0, 1] + Array(repeating: 0, count: 9) + [7]),
+            ])
         let service = try #require(publisher.group(Self.printer))
         let host = try DNSName("printer-lab1.local.")
         let instance = try DNSName("Printer._ipp._tcp.local.")
-        #expect(service.records == [
-            MDNSRecord(name: try DNSName("_ipp._tcp.local."), type: .ptr, rdata: instance.wireBytes),
-            MDNSRecord(name: try DNSName("_services._dns-sd._udp.local."), type: .ptr, rdata: try DNSName("_ipp._tcp.local.").wireBytes),
-            MDNSRecord(name: instance, type: .srv, rdata: try RData.srv(priority: 0, weight: 0, port: 631, target: host).wireBytes()),
-            MDNSRecord(name: instance, type: .txt, rdata: txt),
-        ])
+        #expect(
+            service.records == [
+                MDNSRecord(name: try DNSName("_ipp._tcp.local."), type: .ptr, rdata: instance.wireBytes),
+                MDNSRecord(
+                    name: try DNSName("_services._dns-sd._udp.local."), type: .ptr,
+                    rdata: try DNSName("_ipp._tcp.local.").wireBytes),
+                MDNSRecord(
+                    name: instance, type: .srv,
+                    rdata: try RData.srv(priority: 0, weight: 0, port: 631, target: host).wireBytes()),
+                MDNSRecord(name: instance, type: .txt, rdata: txt),
+            ])
         let addresses = try #require(publisher.group("host printer-lab1.local."))
-        #expect(addresses.records.map(\.rdata) == [[192, 0, 2, 7], [0x20, 0x01, 0x0D, 0xB8, 0, 1] + Array(repeating: 0, count: 9) + [7]],
+        #expect(
+            addresses.records.map(\.rdata) == [
+                [192, 0, 2, 7], [0x20, 0x01, 0x0D, 0xB8, 0, 1] + Array(repeating: 0, count: 9) + [7],
+            ],
             "no link-local address crosses the router")
         #expect(publisher.groups.allSatisfy { $0.key.interface == "eth2" }, "one direction: nothing announced on lab1")
         withExtendedLifetime(gateway) {}
@@ -164,9 +187,11 @@ struct GatewayTests {
     @Test("a named subtype: its PTR is followed, and its instances get the subtype PTR (RFC 6763 §7.1)")
     func subtypes() throws {
         let h = Harness { config in
-            config.links[1].announce = [Announcement(
-                from: try! DNSName("lab1.example."), services: ServiceFilter(allow: ["_ipp._tcp"]),
-                subtypes: ["_universal._sub._ipp._tcp", "_x._sub._http._tcp"])]
+            config.links[1].announce = [
+                Announcement(
+                    from: try! DNSName("lab1.example."), services: ServiceFilter(allow: ["_ipp._tcp"]),
+                    subtypes: ["_universal._sub._ipp._tcp", "_x._sub._http._tcp"])
+            ]
         }
         let publisher = CapturePublisher()
         let gateway = Gateway(proxy: h.proxy, publisher: publisher, scheduler: h.clock, logger: Logger(label: "test"))
@@ -176,9 +201,11 @@ struct GatewayTests {
         h.backend.add("_universal._sub._ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")))
         announcePrinter(h, addresses: [.a([192, 0, 2, 7])])
         let records = try #require(publisher.group(Self.printer)?.records)
-        #expect(records.last == MDNSRecord(
-            name: try DNSName("_universal._sub._ipp._tcp.local."), type: .ptr,
-            rdata: try DNSName("Printer._ipp._tcp.local.").wireBytes))
+        #expect(
+            records.last
+                == MDNSRecord(
+                    name: try DNSName("_universal._sub._ipp._tcp.local."), type: .ptr,
+                    rdata: try DNSName("Printer._ipp._tcp.local.").wireBytes))
         withExtendedLifetime(gateway) {}
     }
 
@@ -186,7 +213,9 @@ struct GatewayTests {
     func deniedType() throws {
         let (h, gateway, publisher) = harness(ServiceFilter(allow: ["_ipp._tcp"], deny: ["_http._tcp"]))
         #expect(!h.backend.started.contains { $0.name.description.hasPrefix("_http") })
-        #expect(!h.backend.started.contains { $0.name.description.hasPrefix("_services") }, "an allow list needs no enumeration")
+        #expect(
+            !h.backend.started.contains { $0.name.description.hasPrefix("_services") },
+            "an allow list needs no enumeration")
         #expect(publisher.groups.isEmpty)
         withExtendedLifetime(gateway) {}
     }
@@ -219,7 +248,9 @@ struct GatewayTests {
         withExtendedLifetime(gateway) {}
     }
 
-    @Test("anti-echo: an instance whose addresses are not in the far link's subnets is someone's announcement, not announced again")
+    @Test(
+        "anti-echo: an instance whose addresses are not in the far link's subnets is someone's announcement, not announced again"
+    )
     func echo() throws {
         let (h, gateway, publisher) = harness()
         announcePrinter(h, addresses: [.a([198, 51, 100, 9])])
@@ -232,13 +263,17 @@ struct GatewayTests {
     @Test("a far instance with link-local addresses only is held back, and the status says why")
     func linkLocalOnly() throws {
         let (h, gateway, publisher) = harness()
-        announcePrinter(h, addresses: [.a([169, 254, 7, 7]), .aaaa([0xFE, 0x80] + Array(repeating: 0, count: 13) + [7])])
+        announcePrinter(
+            h, addresses: [.a([169, 254, 7, 7]), .aaaa([0xFE, 0x80] + Array(repeating: 0, count: 13) + [7])])
         #expect(publisher.groups.isEmpty)
         let status = try #require(gateway.status.first)
         #expect(status.instances.isEmpty)
-        #expect(status.heldBack == [AnnouncementStatus.HeldBack(
-            instance: "Printer._ipp._tcp",
-            reason: "no routable address (link-local only, or none): a client on eth2 could not reach it")])
+        #expect(
+            status.heldBack == [
+                AnnouncementStatus.HeldBack(
+                    instance: "Printer._ipp._tcp",
+                    reason: "no routable address (link-local only, or none): a client on eth2 could not reach it")
+            ])
         withExtendedLifetime(gateway) {}
     }
 
@@ -258,17 +293,22 @@ struct GatewayTests {
     @Test("a name the client link already uses is avoided before announcing, so no probe is needed")
     func takenUpFront() throws {
         let (h, gateway, publisher) = harness()
-        #expect(h.backend.live.contains(MDNSQuestion(interface: "eth2", name: try DNSName("_ipp._tcp.local."), type: .ptr)),
+        #expect(
+            h.backend.live.contains(MDNSQuestion(interface: "eth2", name: try DNSName("_ipp._tcp.local."), type: .ptr)),
             "the client link's own instances of the type are followed")
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("printer._ipp._tcp.local.")), interface: "eth2")
         announcePrinter(h, addresses: [.a([192, 0, 2, 7])])
         let group = try #require(publisher.group(Self.printer))
-        #expect(group.records.last?.name == (try DNSName("Printer (lab1)._ipp._tcp.local.")), "names compare case-insensitively")
+        #expect(
+            group.records.last?.name == (try DNSName("Printer (lab1)._ipp._tcp.local.")),
+            "names compare case-insensitively")
         #expect(!group.probe)
         withExtendedLifetime(gateway) {}
     }
 
-    @Test("avahi restarting frees no client link name: the far instance keeps its rename until the link is followed again")
+    @Test(
+        "avahi restarting frees no client link name: the far instance keeps its rename until the link is followed again"
+    )
     func daemonRestartKeepsTheRename() throws {
         let (h, gateway, publisher) = harness()
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")), interface: "eth2")
@@ -286,7 +326,9 @@ struct GatewayTests {
         h.backend.state = .running
         h.backend.emitToAll(.restarted)
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")))
-        h.backend.add("Printer._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("printer.local.")))
+        h.backend.add(
+            "Printer._ipp._tcp.local.", .srv,
+            .srv(priority: 0, weight: 0, port: 631, target: try DNSName("printer.local.")))
         h.backend.add("Printer._ipp._tcp.local.", .txt, .txt(txt))
         h.backend.add("printer.local.", .a, .a([192, 0, 2, 7]))
         var names: Set<DNSName> = []
@@ -310,7 +352,8 @@ struct GatewayTests {
         // The HA partner already announces the far Printer on eth2, with the same host and port.
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")), interface: "eth2")
         announcePrinter(h, addresses: [.a([192, 0, 2, 7])])
-        h.backend.add("Printer._ipp._tcp.local.", .srv,
+        h.backend.add(
+            "Printer._ipp._tcp.local.", .srv,
             .srv(priority: 0, weight: 0, port: 631, target: try DNSName("printer-lab1.local.")), interface: "eth2")
         h.clock.advance(by: .seconds(2))
         #expect(publisher.group(Self.printer)?.records.last?.name == (try DNSName("Printer._ipp._tcp.local.")))
@@ -320,7 +363,9 @@ struct GatewayTests {
     @Test("nothing is announced before the client link's own instances were followed for a second")
     func waitsForTheClientLink() throws {
         let h = Harness { config in
-            config.links[1].announce = [Announcement(from: try! DNSName("lab1.example."), services: ServiceFilter(allow: ["_ipp._tcp"]))]
+            config.links[1].announce = [
+                Announcement(from: try! DNSName("lab1.example."), services: ServiceFilter(allow: ["_ipp._tcp"]))
+            ]
         }
         let publisher = CapturePublisher()
         let gateway = Gateway(proxy: h.proxy, publisher: publisher, scheduler: h.clock, logger: Logger(label: "test"))
@@ -328,7 +373,9 @@ struct GatewayTests {
         h.clock.advance(by: .milliseconds(20))
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("Printer._ipp._tcp.local.")))
         h.clock.advance(by: .milliseconds(50))
-        h.backend.add("Printer._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("printer.local.")))
+        h.backend.add(
+            "Printer._ipp._tcp.local.", .srv,
+            .srv(priority: 0, weight: 0, port: 631, target: try DNSName("printer.local.")))
         h.backend.add("Printer._ipp._tcp.local.", .txt, .txt(txt))
         h.clock.advance(by: .milliseconds(50))
         h.backend.add("printer.local.", .a, .a([192, 0, 2, 7]))
@@ -385,9 +432,11 @@ struct GatewayTests {
         h.backend.emit(.added(service.records[0]), name: "_ipp._tcp.local.", type: .ptr, interface: "eth2")
         h.clock.advance(by: .seconds(1))
         let after = try #require(h.ask("_ipp._tcp.lab2.example.", .ptr).message)
-        #expect(Set(after.answers.map(\.rdata)) == [
-            .ptr(try DNSName("Local._ipp._tcp.lab2.example.")), .ptr(try DNSName("Printer._ipp._tcp.lab2.example.")),
-        ])
+        #expect(
+            Set(after.answers.map(\.rdata)) == [
+                .ptr(try DNSName("Local._ipp._tcp.lab2.example.")),
+                .ptr(try DNSName("Printer._ipp._tcp.lab2.example.")),
+            ])
     }
 
     /// A far link of `count` devices as avahi's cache holds it after they announced
@@ -408,7 +457,8 @@ struct GatewayTests {
 
         private mutating func put(_ name: String, _ type: RRType, _ rdata: RData) {
             let question = MDNSQuestion(interface: "eth1", name: try! DNSName(name), type: type)
-            network[question, default: []].append(MDNSRecord(name: question.name, type: type, rdata: try! rdata.wireBytes()))
+            network[question, default: []].append(
+                MDNSRecord(name: question.name, type: type, rdata: try! rdata.wireBytes()))
         }
 
         /// Answers the lookups started since the last call, then lets 100 ms pass.
@@ -451,7 +501,9 @@ struct GatewayTests {
     @Test("issue 45: a far instance whose lookups still wait for the far link's budget is not reported held back")
     func noHeldReportWhileLookupsWait() throws {
         let h = Harness { config in
-            config.links[1].announce = [Announcement(from: try! DNSName("lab1.example."), services: ServiceFilter(allow: ["_ipp._tcp"]))]
+            config.links[1].announce = [
+                Announcement(from: try! DNSName("lab1.example."), services: ServiceFilter(allow: ["_ipp._tcp"]))
+            ]
             config.gatewayLookupsPerSecond = 2
             config.gatewayLookupBurst = 2
         }
@@ -474,7 +526,9 @@ struct GatewayTests {
     @Test("host and instance names: deterministic, one label, at most 63 octets")
     func names() throws {
         let far = Link(interface: "eth1", zone: try DNSName("lab1.example."))
-        #expect(AnnouncementNames.host([Array("printer".utf8), Array("sub".utf8)], far: far) == (try DNSName("printer-sub-lab1.local.")))
+        #expect(
+            AnnouncementNames.host([Array("printer".utf8), Array("sub".utf8)], far: far)
+                == (try DNSName("printer-sub-lab1.local.")))
         let long = Array(repeating: UInt8(ascii: "x"), count: 70)
         #expect(AnnouncementNames.host([long], far: far)?.labels.first?.count == 63)
         let accented = Array(repeating: UInt8(ascii: "a"), count: 54) + Array("é".utf8) + Array("zz".utf8)

@@ -18,7 +18,9 @@ struct Harness {
     ) {
         var config = ProxyConfiguration(
             links: [
-                Link(interface: "eth1", zone: try! DNSName("lab1.example."), subnets: [IPPrefix("192.0.2.0/24")!, IPPrefix("2001:db8:1::/64")!]),
+                Link(
+                    interface: "eth1", zone: try! DNSName("lab1.example."),
+                    subnets: [IPPrefix("192.0.2.0/24")!, IPPrefix("2001:db8:1::/64")!]),
                 Link(interface: "eth2", zone: try! DNSName("lab2.example."), subnets: [IPPrefix("198.51.100.0/24")!]),
             ],
             serverName: try! DNSName("ns.example."))
@@ -53,7 +55,8 @@ struct Harness {
     func ask(
         _ name: String, _ type: RRType, tcp: Bool = false, edns: EDNS? = EDNS(udpPayloadSize: 1232), id: UInt16 = 42
     ) -> Reply {
-        let query = Message(id: id, recursionDesired: true, questions: [Question(name: try! DNSName(name), type: type)], edns: edns)
+        let query = Message(
+            id: id, recursionDesired: true, questions: [Question(name: try! DNSName(name), type: type)], edns: edns)
         return send(try! query.encode(), tcp: tcp)
     }
 

@@ -1,7 +1,8 @@
 import DNSWire
-@_spi(Testing) @testable import DiscoveryProxy
 import ProxyTestSupport
 import Testing
+
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// RFC 8766 §5.3: a link may have a rich-text zone for DNS-SD names and an LDH zone for host
 /// names. Host names (owners of A/AAAA, SRV targets, reverse-lookup targets) are shown in the
@@ -51,7 +52,9 @@ struct HostZoneTests {
         h.ask("_ipp._tcp.Building 1.example.", .ptr)
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(instance))
         h.ask("My Printer._ipp._tcp.Building 1.example.", .srv)
-        h.backend.add("My Printer._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.local.")))
+        h.backend.add(
+            "My Printer._ipp._tcp.local.", .srv,
+            .srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.local.")))
         h.ask("prnt.hosts.lab1.example.", .a)
         h.backend.add("prnt.local.", .a, .a([192, 0, 2, 20]))
         h.clock.advance(by: .milliseconds(100))
@@ -59,7 +62,10 @@ struct HostZoneTests {
         let ptr = try #require(h.ask("_ipp._tcp.Building 1.example.", .ptr).message)
         #expect(ptr.answers.map(\.rdata) == [.ptr(try DNSName("My Printer._ipp._tcp.Building 1.example."))])
         let srv = try #require(h.ask("My Printer._ipp._tcp.Building 1.example.", .srv).message)
-        #expect(srv.answers.map(\.rdata) == [.srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.hosts.lab1.example."))])
+        #expect(
+            srv.answers.map(\.rdata) == [
+                .srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.hosts.lab1.example."))
+            ])
         #expect(srv.additional.map(\.name) == [try DNSName("prnt.hosts.lab1.example.")])
         let a = try #require(h.ask("prnt.hosts.lab1.example.", .a).message)
         #expect(a.answers.map(\.rdata) == [.a([192, 0, 2, 20])])
@@ -80,7 +86,8 @@ struct HostZoneTests {
         #expect(NameMapping.isHostName(try DNSName("prnt.local.")))
         #expect(!NameMapping.isHostName(try DNSName("x._ipp._tcp.local.")))
         #expect(!NameMapping.isHostName(try DNSName("_services.local.")))
-        #expect(NameMapping.toZone(try DNSName("_ipp._tcp.local."), zone: try DNSName("z."), hostZone: Self.hostZone)
-            == (try DNSName("_ipp._tcp.z.")))
+        #expect(
+            NameMapping.toZone(try DNSName("_ipp._tcp.local."), zone: try DNSName("z."), hostZone: Self.hostZone)
+                == (try DNSName("_ipp._tcp.z.")))
     }
 }

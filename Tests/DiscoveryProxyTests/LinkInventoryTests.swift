@@ -1,8 +1,9 @@
 import DNSWire
-@_spi(Testing) @testable import DiscoveryProxy
 import MDNS
 import ProxyTestSupport
 import Testing
+
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// The link inventory behind the status page: every interval, each link's service types
 /// (RFC 6763 §9) and a browse per type to count instances, through the shared browses.
@@ -25,7 +26,8 @@ struct LinkInventoryTests {
         let h = harness()
         #expect(h.backend.started.isEmpty)
         h.clock.advance(by: .seconds(10))  // the first round, soon after start
-        let enumeration = MDNSQuestion(interface: "eth1", name: try DNSName("_services._dns-sd._udp.local."), type: .ptr)
+        let enumeration = MDNSQuestion(
+            interface: "eth1", name: try DNSName("_services._dns-sd._udp.local."), type: .ptr)
         #expect(h.backend.started.contains(enumeration))
         #expect(h.backend.started.contains { $0.interface == "eth2" }, "every link")
         h.backend.add("_services._dns-sd._udp.local.", .ptr, .ptr(try DNSName("_ipp._tcp.local.")))

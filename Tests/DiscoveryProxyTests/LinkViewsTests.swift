@@ -1,8 +1,9 @@
 import DNSWire
-@_spi(Testing) @testable import DiscoveryProxy
 import Logging
 import MDNS
 import Testing
+
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// Per-link client views (`Link.clients`): which client networks may see which links, on top
 /// of the client ACL. Refused clients get REFUSED; domain enumeration lists only the zones a

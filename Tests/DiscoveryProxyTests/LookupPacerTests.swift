@@ -24,7 +24,9 @@ struct LookupPacerTests {
 
     /// Lets lookups out every tick from `from` for `seconds`, the link carrying `packets(t)`
     /// query packets a second; returns how many went out in each second.
-    func run(_ pacer: inout LookupPacer, from: Int = 0, seconds: Int, sentBefore: Int = 0, packets: (Int) -> Int) -> [Int] {
+    func run(_ pacer: inout LookupPacer, from: Int = 0, seconds: Int, sentBefore: Int = 0, packets: (Int) -> Int)
+        -> [Int]
+    {
         var before = sentBefore
         var perSecond: [Int] = []
         for second in from..<from + seconds {
@@ -95,13 +97,16 @@ struct LookupPacerTests {
     @Test("the browse table lets the gateway's lookups out through the pacer, and drops those of browses gone")
     func tableReleases() {
         var configuration = ProxyConfiguration(
-            links: [Link(interface: "eth1", zone: try! DNSName("lab1.example."))], serverName: try! DNSName("ns.example."))
+            links: [Link(interface: "eth1", zone: try! DNSName("lab1.example."))],
+            serverName: try! DNSName("ns.example."))
         configuration.maxBrowses = 10_000
         configuration.gatewayLookupsPerSecond = 100
         configuration.gatewayLookupBurst = 50
         var table = BrowseTable()
         let keys = (0..<120).map { BrowseKey(interface: "eth1", name: try! DNSName("far\($0).local."), type: .srv) }
-        let starts = keys.compactMap { table.subscribe($0, now: .zero, configuration: configuration, budget: .gateway).start }
+        let starts = keys.compactMap {
+            table.subscribe($0, now: .zero, configuration: configuration, budget: .gateway).start
+        }
         #expect(starts.count == 120 && starts.allSatisfy(\.queued))
         #expect(table.browses[keys[119]].map { $0.startedAt > .zero } == true, "expected to ask later")
         let first = table.releaseLookups(on: "eth1", sent: nil, now: .zero)

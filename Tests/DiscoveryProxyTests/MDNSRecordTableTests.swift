@@ -13,7 +13,8 @@ import Testing
         var table = MDNSRecordTable<Int>()
         var mirror: [MDNSRecord: Int] = [:]
         // Grow well past the threshold, shrink below it, grow again: the same answers throughout.
-        let steps = Array(0..<40).map { ($0, true) } + Array(0..<36).map { ($0 * 7 % 40, false) }
+        let steps =
+            Array(0..<40).map { ($0, true) } + Array(0..<36).map { ($0 * 7 % 40, false) }
             + Array(40..<50).map { ($0, true) }
         for (n, add) in steps {
             let r = try record(n)

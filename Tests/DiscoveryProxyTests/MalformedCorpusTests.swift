@@ -80,15 +80,23 @@ struct MalformedCorpusTests {
             Case(name: "11-byte truncated header", bytes: Array(header().prefix(11)), outcome: .dropped),
             // Responses are never answered (no reflection).
             Case(name: "response bit set", bytes: query(flags: 0x8100), outcome: .dropped),
-            Case(name: "response bit set, garbage body", bytes: header(flags: 0x8000, qd: 9) + [0xC0, 0xFF], outcome: .dropped),
+            Case(
+                name: "response bit set, garbage body", bytes: header(flags: 0x8000, qd: 9) + [0xC0, 0xFF],
+                outcome: .dropped),
             Case(name: "512 octets of 0xFF (QR set)", bytes: [UInt8](repeating: 0xFF, count: 512), outcome: .dropped),
 
             // Counts that lie.
             Case(name: "header only, QDCOUNT 1", bytes: header(), outcome: .rcode(.formErr)),
-            Case(name: "question cut mid-label", bytes: header() + Array(name("lab1.example.").prefix(7)), outcome: .rcode(.formErr)),
-            Case(name: "question without QCLASS", bytes: header() + name("lab1.example.") + u16(6), outcome: .rcode(.formErr)),
+            Case(
+                name: "question cut mid-label", bytes: header() + Array(name("lab1.example.").prefix(7)),
+                outcome: .rcode(.formErr)),
+            Case(
+                name: "question without QCLASS", bytes: header() + name("lab1.example.") + u16(6),
+                outcome: .rcode(.formErr)),
             Case(name: "QDCOUNT 0", bytes: header(qd: 0), outcome: .rcode(.formErr)),
-            Case(name: "QDCOUNT 2, two questions", bytes: header(qd: 2) + soa + question("lab2.example."), outcome: .rcode(.formErr)),
+            Case(
+                name: "QDCOUNT 2, two questions", bytes: header(qd: 2) + soa + question("lab2.example."),
+                outcome: .rcode(.formErr)),
             Case(name: "QDCOUNT 2, one question", bytes: header(qd: 2) + soa, outcome: .rcode(.formErr)),
             Case(name: "QDCOUNT 65535, one question", bytes: header(qd: 0xFFFF) + soa, outcome: .rcode(.formErr)),
             Case(name: "QDCOUNT 1, two questions", bytes: header(qd: 1) + soa + soa, outcome: .rcode(.formErr)),
@@ -98,15 +106,21 @@ struct MalformedCorpusTests {
             Case(name: "ARCOUNT 0 but an OPT follows", bytes: header(ar: 0) + soa + opt(), outcome: .rcode(.formErr)),
             Case(name: "trailing garbage", bytes: query() + [0xDE, 0xAD, 0xBE, 0xEF], outcome: .rcode(.formErr)),
             Case(name: "one trailing zero octet", bytes: query() + [0], outcome: .rcode(.formErr)),
-            Case(name: "4096 zero octets (QDCOUNT 0, trailing)", bytes: [UInt8](repeating: 0, count: 4096), outcome: .rcode(.formErr), id: 0),
+            Case(
+                name: "4096 zero octets (QDCOUNT 0, trailing)", bytes: [UInt8](repeating: 0, count: 4096),
+                outcome: .rcode(.formErr), id: 0),
 
             // Names.
-            Case(name: "compression pointer to itself", bytes: header() + [0xC0, 12] + u16(6) + u16(1), outcome: .rcode(.formErr)),
+            Case(
+                name: "compression pointer to itself", bytes: header() + [0xC0, 12] + u16(6) + u16(1),
+                outcome: .rcode(.formErr)),
             Case(
                 name: "two pointers pointing at each other",
                 bytes: header(an: 1) + [0xC0, 18] + u16(6) + u16(1) + [0xC0, 12] + u16(1) + u16(1) + u32(0) + u16(0),
                 outcome: .rcode(.formErr)),
-            Case(name: "pointer past the end", bytes: header() + [0xC0, 200] + u16(6) + u16(1), outcome: .rcode(.formErr)),
+            Case(
+                name: "pointer past the end", bytes: header() + [0xC0, 200] + u16(6) + u16(1), outcome: .rcode(.formErr)
+            ),
             Case(
                 name: "forward pointer (to the QTYPE's zero octet)", bytes: header() + [0xC0, 14] + u16(6) + u16(1),
                 outcome: .rcode(.formErr)),
@@ -115,16 +129,24 @@ struct MalformedCorpusTests {
                 outcome: .rcode(.formErr)),
             Case(
                 name: "label of 64 octets",
-                bytes: header() + [64] + [UInt8](repeating: UInt8(ascii: "a"), count: 64) + name("lab1.example.") + u16(6) + u16(1),
+                bytes: header() + [64] + [UInt8](repeating: UInt8(ascii: "a"), count: 64) + name("lab1.example.")
+                    + u16(6) + u16(1),
                 outcome: .rcode(.formErr)),
-            Case(name: "name of 257 octets", bytes: header() + label63 + label63 + label63 + label63 + [0] + u16(1) + u16(1), outcome: .rcode(.formErr)),
+            Case(
+                name: "name of 257 octets",
+                bytes: header() + label63 + label63 + label63 + label63 + [0] + u16(1) + u16(1),
+                outcome: .rcode(.formErr)),
             Case(
                 name: "name over 255 through compression",
                 bytes: header(an: 1) + label63 + label63 + label63 + [0] + u16(1) + u16(1)
                     + label63 + [0xC0, 12] + u16(1) + u16(1) + u32(0) + u16(4) + [192, 0, 2, 1],
                 outcome: .rcode(.formErr)),
-            Case(name: "extended label type 0x40", bytes: header() + [0x41, 0x01] + name("lab1.example.") + u16(6) + u16(1), outcome: .rcode(.formErr)),
-            Case(name: "reserved label type 0x80", bytes: header() + [0x80, 0x01] + name("lab1.example.") + u16(6) + u16(1), outcome: .rcode(.formErr)),
+            Case(
+                name: "extended label type 0x40",
+                bytes: header() + [0x41, 0x01] + name("lab1.example.") + u16(6) + u16(1), outcome: .rcode(.formErr)),
+            Case(
+                name: "reserved label type 0x80",
+                bytes: header() + [0x80, 0x01] + name("lab1.example.") + u16(6) + u16(1), outcome: .rcode(.formErr)),
 
             // Classes: only IN and ANY.
             Case(name: "class CH", bytes: query(qclass: 3), outcome: .rcode(.refused)),
@@ -135,7 +157,9 @@ struct MalformedCorpusTests {
 
             // EDNS.
             Case(name: "two OPT records", bytes: header(ar: 2) + soa + opt() + opt(), outcome: .rcode(.formErr)),
-            Case(name: "OPT not owned by the root", bytes: header(ar: 1) + soa + opt(owner: name("x.")), outcome: .rcode(.formErr)),
+            Case(
+                name: "OPT not owned by the root", bytes: header(ar: 1) + soa + opt(owner: name("x.")),
+                outcome: .rcode(.formErr)),
             Case(name: "OPT in the answer section", bytes: header(an: 1) + soa + opt(), outcome: .rcode(.formErr)),
             Case(name: "OPT in the authority section", bytes: header(ns: 1) + soa + opt(), outcome: .rcode(.formErr)),
             Case(name: "EDNS version 1", bytes: query(version: 1), outcome: .rcode(.badVers)),
@@ -157,7 +181,8 @@ struct MalformedCorpusTests {
         ]
         // Every opcode but QUERY (0): NOTIMP, including IQUERY, STATUS, NOTIFY, UPDATE, DSO.
         for opcode in UInt16(1)...15 {
-            table.append(Case(name: "opcode \(opcode)", bytes: query(flags: opcodeFlags(opcode)), outcome: .rcode(.notImp)))
+            table.append(
+                Case(name: "opcode \(opcode)", bytes: query(flags: opcodeFlags(opcode)), outcome: .rcode(.notImp)))
         }
         table.append(Case(name: "question type 0", bytes: query(type: 0), outcome: .rcode(.noError)))
         return table

@@ -1,9 +1,10 @@
 import DNSWire
-@_spi(Testing) @testable import DiscoveryProxy
-import MDNS
 import Logging
+import MDNS
 import ProxyTestSupport
 import Testing
+
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// RFC 8766 §5.5.3: an NSEC query gets one synthesized NSEC for the queried name alone, with
 /// a type bitmap of what exists there and the NSEC bit set; avahi cannot browse ANY, so the
@@ -102,7 +103,9 @@ struct NSECSynthesisTests {
         _ = h.ask("8.2.0.192.in-addr.arpa.", .nsec)
         _ = h.ask("_ipp._tcp.lab1.example.", .nsec)
         #expect(
-            h.backend.started.map { "\($0.name) \($0.type)" } == ["8.2.0.192.in-addr.arpa. PTR", "_ipp._tcp.local. PTR"])
+            h.backend.started.map { "\($0.name) \($0.type)" } == [
+                "8.2.0.192.in-addr.arpa. PTR", "_ipp._tcp.local. PTR",
+            ])
     }
 
     @Test("a part that fails fails the whole answer: SERVFAIL, not a false denial")

@@ -75,9 +75,12 @@ struct OperatorControlsTests {
         h.ask("_ipp._tcp.lab1.example.", .ptr)
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(try DNSName("My\\032Printer._ipp._tcp.local.")))
         h.ask("My\\032Printer._ipp._tcp.lab1.example.", .srv)
-        h.backend.add("My\\032Printer._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.local.")))
+        h.backend.add(
+            "My\\032Printer._ipp._tcp.local.", .srv,
+            .srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.local.")))
         h.ask("My\\032Printer._ipp._tcp.lab1.example.", .txt)
-        h.backend.add("My\\032Printer._ipp._tcp.local.", .txt, .txt([6] + Array("rp=ipp".utf8) + [5] + Array("color".utf8)))
+        h.backend.add(
+            "My\\032Printer._ipp._tcp.local.", .txt, .txt([6] + Array("rp=ipp".utf8) + [5] + Array("color".utf8)))
         h.ask("prnt.lab1.example.", .a)
         h.backend.add("prnt.local.", .a, .a([192, 0, 2, 20]))
         h.clock.advance(by: .seconds(3))

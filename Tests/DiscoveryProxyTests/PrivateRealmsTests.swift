@@ -1,8 +1,9 @@
 import DNSWire
-@_spi(Testing) @testable import DiscoveryProxy
 import ProxyTestSupport
 import Synchronization
 import Testing
+
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// RFC 8766 §5.5.2: private addresses (RFC 1918, ULA) are not given to a client the proxy
 /// knows to be in another address realm than the link.
@@ -81,7 +82,8 @@ struct PrivateRealmsTests {
     func additionals() throws {
         let h = harness()
         _ = ask(h, "x._ipp._tcp.lab1.example.", .srv, from: [192, 0, 2, 9])
-        h.backend.add("x._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.local.")))
+        h.backend.add(
+            "x._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.local.")))
         _ = ask(h, "prnt.lab1.example.", .a, from: [192, 0, 2, 9])
         h.backend.add("prnt.local.", .a, .a([192, 168, 1, 20]))
         h.backend.add("prnt.local.", .a, .a([192, 0, 2, 20]))

@@ -30,7 +30,11 @@ struct ProxyMetricsTests {
         let h = Harness(metrics: metrics)
         _ = h.send([0, 7, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xFF])  // QDCOUNT 1, a question cut short
         let two = Message(
-            id: 8, questions: [Question(name: try DNSName("lab1.example."), type: .soa), Question(name: try DNSName("lab2.example."), type: .soa)])
+            id: 8,
+            questions: [
+                Question(name: try DNSName("lab1.example."), type: .soa),
+                Question(name: try DNSName("lab2.example."), type: .soa),
+            ])
         _ = h.send(try two.encode())  // QDCOUNT 2 (RFC 8766 §5.1 wants one)
         _ = h.send([0, 9, 0x30, 0, 0, 0, 0, 0, 0, 0, 0, 0])  // OPCODE 6 (DSO), no TLVs
         #expect(try value(metrics, "dns_malformed_queries_total") == 2)
@@ -61,8 +65,12 @@ struct ProxyMetricsTests {
         let h = Harness(metrics: metrics)
         h.ask("lab1.example.", .soa)
         h.ask("lab1.example.", .soa, tcp: true)
-        #expect(try value(metrics, "dns_queries_total", [("transport", "udp"), ("qtype", "SOA"), ("rcode", "NOERROR")]) == 1)
-        #expect(try value(metrics, "dns_queries_total", [("transport", "tcp"), ("qtype", "SOA"), ("rcode", "NOERROR")]) == 1)
+        #expect(
+            try value(metrics, "dns_queries_total", [("transport", "udp"), ("qtype", "SOA"), ("rcode", "NOERROR")]) == 1
+        )
+        #expect(
+            try value(metrics, "dns_queries_total", [("transport", "tcp"), ("qtype", "SOA"), ("rcode", "NOERROR")]) == 1
+        )
         #expect(try metrics.expectTimer("dns_answer_duration_seconds", [("cache", "immediate")]).values.count == 2)
     }
 

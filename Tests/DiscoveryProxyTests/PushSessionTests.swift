@@ -18,14 +18,20 @@ final class FakeTransport: PushTransport {
     /// Set when the session told the client to go away and waits for it to close (§6.6.1).
     var grace: Duration? { box.withLock { $0.grace } }
     var pushes: [PushChange] {
-        messages.filter { $0.primary?.type == DSOTLV.pushType }.flatMap { try! PushNotification(tlv: $0.primary!).changes }
+        messages.filter { $0.primary?.type == DSOTLV.pushType }.flatMap {
+            try! PushNotification(tlv: $0.primary!).changes
+        }
     }
 }
 
 @Suite("DNS Push sessions on the shared browses (RFC 8765, RFC 8490)")
 struct PushSessionTests {
-    let instance = try! DNSName(labels: [Array("My Printer".utf8), Array("_ipp".utf8), Array("_tcp".utf8), Array("local".utf8)])
-    let zoneInstance = try! DNSName(labels: [Array("My Printer".utf8), Array("_ipp".utf8), Array("_tcp".utf8), Array("lab1".utf8), Array("example".utf8)])
+    let instance = try! DNSName(labels: [
+        Array("My Printer".utf8), Array("_ipp".utf8), Array("_tcp".utf8), Array("local".utf8),
+    ])
+    let zoneInstance = try! DNSName(labels: [
+        Array("My Printer".utf8), Array("_ipp".utf8), Array("_tcp".utf8), Array("lab1".utf8), Array("example".utf8),
+    ])
 
     func open(_ h: Harness, _ service: PushService) -> (PushSession, FakeTransport) {
         let transport = FakeTransport()
@@ -43,7 +49,9 @@ struct PushSessionTests {
         let (session, transport) = open(h, service)
         subscribe(session, id: 5, "_ipp._tcp.lab1.example.", .ptr)
         #expect(transport.messages.count == 1)
-        #expect(transport.messages[0].isResponse && transport.messages[0].id == 5 && transport.messages[0].rcode == .noError)
+        #expect(
+            transport.messages[0].isResponse && transport.messages[0].id == 5 && transport.messages[0].rcode == .noError
+        )
         #expect(transport.messages[0].tlvs.isEmpty, "the response carries no SUBSCRIBE TLV")
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(instance))
         h.clock.advance(by: .milliseconds(10))
@@ -114,7 +122,8 @@ struct PushSessionTests {
         d.receive(DSOMessage(id: 0, tlvs: [PushUnsubscribe(subscriptionID: 1).tlv]).encode())
         #expect(td.closed == true, "unidirectional before the session exists")
         #expect(service.sessionCount == 0)
-        #expect(h.backend.live.count == 1, "the aborted session's subscription left; the browse stays for its idle time")
+        #expect(
+            h.backend.live.count == 1, "the aborted session's subscription left; the browse stays for its idle time")
     }
 
     @Test("unknown primary TLV: DSOTYPENI without the TLV; NOTAUTH outside the zones")
@@ -135,7 +144,8 @@ struct PushSessionTests {
         let h = Harness()
         let service = PushService(proxy: h.proxy, logger: Logger(label: "test"))
         let (idle, ti) = open(h, service)
-        idle.receive(DSOMessage(id: 1, tlvs: [.keepalive(inactivityMilliseconds: 0, keepaliveMilliseconds: 0)]).encode())
+        idle.receive(
+            DSOMessage(id: 1, tlvs: [.keepalive(inactivityMilliseconds: 0, keepaliveMilliseconds: 0)]).encode())
         #expect(ti.messages.last?.primary?.keepaliveValues?.inactivity == 15000)
         let (busy, tb) = open(h, service)
         subscribe(busy, id: 1, "_ipp._tcp.lab1.example.", .ptr)
@@ -178,10 +188,16 @@ struct PushSessionTests {
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(instance))
         h.clock.advance(by: .milliseconds(10))
         let held = try RData.ptr(zoneInstance).wireBytes()
-        s.receive(DSOMessage(id: 0, tlvs: [PushReconfirm(name: try DNSName("_ipp._tcp.lab1.example."), type: .ptr, rdata: held).tlv]).encode())
+        s.receive(
+            DSOMessage(
+                id: 0, tlvs: [PushReconfirm(name: try DNSName("_ipp._tcp.lab1.example."), type: .ptr, rdata: held).tlv]
+            ).encode())
         #expect(h.backend.reconfirms.count == 1)
         let ghost = try RData.ptr(try DNSName("Ghost._ipp._tcp.lab1.example.")).wireBytes()
-        s.receive(DSOMessage(id: 0, tlvs: [PushReconfirm(name: try DNSName("_ipp._tcp.lab1.example."), type: .ptr, rdata: ghost).tlv]).encode())
+        s.receive(
+            DSOMessage(
+                id: 0, tlvs: [PushReconfirm(name: try DNSName("_ipp._tcp.lab1.example."), type: .ptr, rdata: ghost).tlv]
+            ).encode())
         h.clock.advance(by: .milliseconds(10))
         #expect(t.pushes.last == .remove(try DNSName("_ipp._tcp.lab1.example."), .ptr, rdata: ghost))
     }
@@ -198,7 +214,8 @@ struct PushSessionTests {
         #expect(t.closed == nil && t.grace == .seconds(5), "the client closes; reset only after 5 s")
         #expect(service.sessionCount == 0 && service.subscriptionCount == 0)
         let (late, tl) = open(h, service)
-        late.receive(DSOMessage(id: 2, tlvs: [.keepalive(inactivityMilliseconds: 0, keepaliveMilliseconds: 0)]).encode())
+        late.receive(
+            DSOMessage(id: 2, tlvs: [.keepalive(inactivityMilliseconds: 0, keepaliveMilliseconds: 0)]).encode())
         #expect(tl.messages.last?.rcode == .refused, "no new sessions after shutdown")
     }
 
@@ -209,9 +226,11 @@ struct PushSessionTests {
         configuration.maxSessions = 1
         let service = PushService(proxy: h.proxy, configuration: configuration, logger: Logger(label: "test"))
         let (first, _) = open(h, service)
-        first.receive(DSOMessage(id: 1, tlvs: [.keepalive(inactivityMilliseconds: 0, keepaliveMilliseconds: 0)]).encode())
+        first.receive(
+            DSOMessage(id: 1, tlvs: [.keepalive(inactivityMilliseconds: 0, keepaliveMilliseconds: 0)]).encode())
         let (second, t) = open(h, service)
-        second.receive(DSOMessage(id: 1, tlvs: [.keepalive(inactivityMilliseconds: 0, keepaliveMilliseconds: 0)]).encode())
+        second.receive(
+            DSOMessage(id: 1, tlvs: [.keepalive(inactivityMilliseconds: 0, keepaliveMilliseconds: 0)]).encode())
         #expect(t.messages.last?.rcode == .refused)
         #expect(t.messages.last?.tlvs.first?.type == DSOTLV.retryDelayType)
         #expect(t.closed == nil && t.grace == .seconds(5))
@@ -223,9 +242,12 @@ struct PushSessionTests {
         configuration.inactivityTimeout = .seconds(40)
         service.apply(configuration)
         let (third, t3) = open(h, service)
-        third.receive(DSOMessage(id: 1, tlvs: [.keepalive(inactivityMilliseconds: 0, keepaliveMilliseconds: 0)]).encode())
+        third.receive(
+            DSOMessage(id: 1, tlvs: [.keepalive(inactivityMilliseconds: 0, keepaliveMilliseconds: 0)]).encode())
         #expect(t3.messages.last?.rcode == .noError)
-        #expect(t3.messages.last?.tlvs.first == .keepalive(inactivityMilliseconds: 40_000, keepaliveMilliseconds: 3_600_000))
+        #expect(
+            t3.messages.last?.tlvs.first == .keepalive(inactivityMilliseconds: 40_000, keepaliveMilliseconds: 3_600_000)
+        )
         #expect(service.sessionCount == 2)
     }
 }

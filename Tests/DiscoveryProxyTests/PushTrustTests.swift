@@ -34,8 +34,10 @@ struct PushTrustTests {
     }
 
     func reconfirm(_ name: String, _ rdata: RData) -> [UInt8] {
-        DSOMessage(id: 0, tlvs: [PushReconfirm(name: try! DNSName(name), type: .ptr, rdata: try! rdata.wireBytes()).tlv])
-            .encode()
+        DSOMessage(
+            id: 0, tlvs: [PushReconfirm(name: try! DNSName(name), type: .ptr, rdata: try! rdata.wireBytes()).tlv]
+        )
+        .encode()
     }
 
     @Test(
@@ -45,13 +47,14 @@ struct PushTrustTests {
         let h = harness()
         let service = PushService(proxy: h.proxy, logger: Logger(label: "test"))
         let (session, transport) = open(service, from: outsider)
-        let request: [UInt8] = switch kind {
-        case "keepalive": keepalive(3)
-        case "subscribe": subscribe(3, "_ipp._tcp.lab1.example.")
-        // Not NOTAUTH: a refused client does not even learn which zones exist.
-        case "subscribe-outside": subscribe(3, "_ipp._tcp.example.org.")
-        default: DSOMessage(id: 3, tlvs: [DSOTLV(type: 0xF900, data: [1])]).encode()
-        }
+        let request: [UInt8] =
+            switch kind {
+            case "keepalive": keepalive(3)
+            case "subscribe": subscribe(3, "_ipp._tcp.lab1.example.")
+            // Not NOTAUTH: a refused client does not even learn which zones exist.
+            case "subscribe-outside": subscribe(3, "_ipp._tcp.example.org.")
+            default: DSOMessage(id: 3, tlvs: [DSOTLV(type: 0xF900, data: [1])]).encode()
+            }
         session.receive(request)
         let reply = try #require(transport.messages.first)
         #expect(transport.messages.count == 1)

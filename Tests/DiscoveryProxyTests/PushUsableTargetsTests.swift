@@ -102,7 +102,8 @@ struct PushUsableTargetsTests {
         let late = FakeTransport()
         let session = w.service.openSession(client: .test(tcp: true), transport: late)
         session.receive(
-            DSOMessage(id: 1, tlvs: [PushSubscribe(name: try DNSName("_ipp._tcp.lab1.example."), type: .ptr).tlv]).encode())
+            DSOMessage(id: 1, tlvs: [PushSubscribe(name: try DNSName("_ipp._tcp.lab1.example."), type: .ptr).tlv])
+                .encode())
         #expect(late.messages.count == 1 && late.messages[0].rcode == .noError && late.pushes.isEmpty)
         w.h.backend.add("prnt.local.", .a, .a([192, 0, 2, 88]))
         w.h.clock.advance(by: .milliseconds(20))

@@ -1,9 +1,10 @@
 import DNSWire
-@_spi(Testing) @testable import DiscoveryProxy
 import MDNS
 import ProxyTestSupport
 import Synchronization
 import Testing
+
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// The proxy's side of the replay fast path: which answers carry a `ReplayTicket`, and which
 /// changes retire them.
@@ -13,7 +14,8 @@ struct ReplayTicketTests {
 
     func ask(_ h: Harness, _ name: String, _ type: RRType, client: [UInt8] = [127, 0, 0, 1]) -> ProxyReplies {
         let replies = ProxyReplies()
-        let query = Message(id: 7, questions: [Question(name: try! DNSName(name), type: type)], edns: EDNS(udpPayloadSize: 1232))
+        let query = Message(
+            id: 7, questions: [Question(name: try! DNSName(name), type: type)], edns: EDNS(udpPayloadSize: 1232))
         h.proxy.handle(query: try! query.encode(), from: .test(client)) { replies.add($0) }
         return replies
     }
@@ -59,7 +61,9 @@ struct ReplayTicketTests {
         #expect(hidden?.bytes != nil && hidden?.replay == nil)
     }
 
-    @Test("records added or removed, a release and a reload retire tickets", arguments: ["add", "remove", "release", "reload"])
+    @Test(
+        "records added or removed, a release and a reload retire tickets",
+        arguments: ["add", "remove", "release", "reload"])
     func changesRetire(change: String) throws {
         let h = warmed()
         let ticket = try #require(ask(h, "_ipp._tcp.lab1.example.", .ptr).last?.replay)

@@ -44,7 +44,9 @@ final class ScriptedBackend: MDNSBackend {
     }
 
     private let reconfirmed = Mutex<[(MDNSQuestion, MDNSRecord)]>([])
-    func reconfirm(_ question: MDNSQuestion, record: MDNSRecord) { reconfirmed.withLock { $0.append((question, record)) } }
+    func reconfirm(_ question: MDNSQuestion, record: MDNSRecord) {
+        reconfirmed.withLock { $0.append((question, record)) }
+    }
     var reconfirms: [MDNSRecord] { reconfirmed.withLock { $0.map(\.1) } }
 
     /// Every query ever started, in order.

@@ -20,7 +20,9 @@ struct SubscriptionTableTests {
             sink: NullSink(), appliesUsableRule: appliesRule)
     }
 
-    @Test("issue 45: only browses with subscribers that apply the rule are indexed for re-checks, and leave it with the last")
+    @Test(
+        "issue 45: only browses with subscribers that apply the rule are indexed for re-checks, and leave it with the last"
+    )
     func ruledIndex() throws {
         var table = SubscriptionTable()
         let srv = BrowseKey(interface: "eth1", name: try DNSName("x._ipp._tcp.local."), type: .srv)

@@ -1,8 +1,9 @@
 import DNSWire
-@_spi(Testing) @testable import DiscoveryProxy
 import ProxyTestSupport
 import Synchronization
 import Testing
+
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// RFC 7828 edns-tcp-keepalive in answers: the front end says which idle timeout the
 /// connection has (`tcpIdleTimeout`); the proxy puts it in the answer to a TCP query that asked.
@@ -32,8 +33,13 @@ struct TCPKeepaliveTests {
     func announcesTimeout() {
         let h = Harness.warmed(with: printer)
         #expect(keepalive(ask(h, "_ipp._tcp.lab1.example.", .ptr)) == [EDNS.Option(code: 11, data: [0, 100])])
-        #expect(keepalive(ask(h, "lab1.example.", .soa, timeout: .milliseconds(2550))) == [EDNS.Option(code: 11, data: [0, 25])])
-        #expect(keepalive(ask(h, "_none._tcp.lab1.example.", .a)) == [EDNS.Option(code: 11, data: [0, 100])], "a NODATA too")
+        #expect(
+            keepalive(ask(h, "lab1.example.", .soa, timeout: .milliseconds(2550))) == [
+                EDNS.Option(code: 11, data: [0, 25])
+            ])
+        #expect(
+            keepalive(ask(h, "_none._tcp.lab1.example.", .a)) == [EDNS.Option(code: 11, data: [0, 100])], "a NODATA too"
+        )
     }
 
     @Test("zero when the front end wants the connection closed (§3.3.2)")
@@ -69,6 +75,7 @@ struct TCPKeepaliveTests {
         #expect(ask(h, "_ipp._tcp.lab1.example.", .ptr, asks: false).last?.replay != nil)
         // The same bytes with another timeout: each gets its own, not a memoized answer.
         _ = ask(h, "_ipp._tcp.lab1.example.", .ptr, timeout: .seconds(10))
-        #expect(keepalive(ask(h, "_ipp._tcp.lab1.example.", .ptr, timeout: .zero)) == [EDNS.Option(code: 11, data: [0, 0])])
+        #expect(
+            keepalive(ask(h, "_ipp._tcp.lab1.example.", .ptr, timeout: .zero)) == [EDNS.Option(code: 11, data: [0, 0])])
     }
 }

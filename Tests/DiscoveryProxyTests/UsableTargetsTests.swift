@@ -1,7 +1,8 @@
 import DNSWire
-@_spi(Testing) @testable import DiscoveryProxy
 import ProxyTestSupport
 import Testing
+
+@_spi(Testing) @testable import DiscoveryProxy
 
 /// RFC 8766 §5.5.2: SRV records whose target has no address usable by the client, and the
 /// browse PTR records pointing to them, are left out, where the proxy knows the target's
@@ -17,7 +18,8 @@ struct UsableTargetsTests {
         h.ask("_ipp._tcp.lab1.example.", .ptr)
         h.backend.add("_ipp._tcp.local.", .ptr, .ptr(instance))
         h.ask("x._ipp._tcp.lab1.example.", .srv)
-        h.backend.add("x._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.local.")))
+        h.backend.add(
+            "x._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.local.")))
         h.ask("x._ipp._tcp.lab1.example.", .txt)
         h.backend.add("x._ipp._tcp.local.", .txt, .txt([3, 0x61, 0x3D, 0x62]))
         h.ask("prnt.lab1.example.", .a)
@@ -77,7 +79,8 @@ struct UsableTargetsTests {
             ])
         }
         h.ask("x._ipp._tcp.lab1.example.", .srv)
-        h.backend.add("x._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.local.")))
+        h.backend.add(
+            "x._ipp._tcp.local.", .srv, .srv(priority: 0, weight: 0, port: 631, target: try DNSName("prnt.local.")))
         h.ask("prnt.lab1.example.", .a)
         h.backend.add("prnt.local.", .a, .a([10, 0, 0, 8]))
         h.ask("prnt.lab1.example.", .aaaa)
@@ -85,7 +88,8 @@ struct UsableTargetsTests {
         h.clock.advance(by: .milliseconds(100))
         func srv(from client: [UInt8]) -> Int? {
             let reply = Harness.Reply()
-            let query = Message(id: 3, questions: [Question(name: try! DNSName("x._ipp._tcp.lab1.example."), type: .srv)])
+            let query = Message(
+                id: 3, questions: [Question(name: try! DNSName("x._ipp._tcp.lab1.example."), type: .srv)])
             h.proxy.handle(query: try! query.encode(), from: .test(client)) { reply.set($0) }
             return reply.message?.answers.count
         }

@@ -80,7 +80,9 @@ import Testing
     @Test("records due together share packets of at most 1400 bytes, in order")
     func packing() throws {
         var queue = AnnouncementQueue()
-        let records = (0..<40).map { Self.outgoing(Self.record("Printer \($0)._ipp._tcp.local.", .txt, Array(repeating: 7, count: 80))) }
+        let records = (0..<40).map {
+            Self.outgoing(Self.record("Printer \($0)._ipp._tcp.local.", .txt, Array(repeating: 7, count: 80)))
+        }
         queue.announce(records, on: "eth1", now: .zero)
         let packets = queue.due(now: .zero)
         #expect(packets.count > 1 && packets.count < 10)
@@ -99,9 +101,11 @@ import Testing
             let host = try DNSName("crowd-\(k)-lab1.local.")
             records += [
                 Self.outgoing(MDNSRecord(name: type, type: .ptr, rdata: instance.wireBytes)),
-                Self.outgoing(MDNSRecord(name: try DNSName("_services._dns-sd._udp.local."), type: .ptr, rdata: type.wireBytes)),
+                Self.outgoing(
+                    MDNSRecord(name: try DNSName("_services._dns-sd._udp.local."), type: .ptr, rdata: type.wireBytes)),
                 Self.outgoing(MDNSRecord(name: instance, type: .srv, rdata: [0, 0, 0, 0, 2, 0x77] + host.wireBytes)),
-                Self.outgoing(Self.record("Crowd \(k)._ipp._tcp.local.", .txt, [6] + Array("dev=\(k % 10)\(k % 10)".utf8))),
+                Self.outgoing(
+                    Self.record("Crowd \(k)._ipp._tcp.local.", .txt, [6] + Array("dev=\(k % 10)\(k % 10)".utf8))),
                 Self.outgoing(MDNSRecord(name: host, type: .a, rdata: [192, 0, 2, UInt8(k)])),
             ]
         }
@@ -111,8 +115,11 @@ import Testing
             #expect(packet.bytes.count <= AnnouncementQueue.packetSize)
             for answer in try Message(wire: packet.bytes).answers {
                 // ldns decompresses; the RDATA it returns must be the records' own, octet for octet.
-                let sent = try #require(records.first { $0.record.name == answer.name && $0.record.type == answer.type
-                    && (try? RData(type: $0.record.type, wire: $0.record.rdata)) == answer.rdata })
+                let sent = try #require(
+                    records.first {
+                        $0.record.name == answer.name && $0.record.type == answer.type
+                            && (try? RData(type: $0.record.type, wire: $0.record.rdata)) == answer.rdata
+                    })
                 #expect("\(answer.name)" == "\(sent.record.name)", "case and spelling kept")
                 read.append(sent)
             }
@@ -135,7 +142,9 @@ import Testing
     @Test("the budget spreads a burst over time per interface and drops nothing")
     func pacing() throws {
         var queue = AnnouncementQueue(pacing: AnnouncementPacing(packetsPerSecond: 10, burst: 2))
-        let records = (0..<20).map { Self.outgoing(Self.record("Printer \($0)._ipp._tcp.local.", .txt, Array(repeating: 7, count: 600))) }
+        let records = (0..<20).map {
+            Self.outgoing(Self.record("Printer \($0)._ipp._tcp.local.", .txt, Array(repeating: 7, count: 600)))
+        }
         queue.announce(records, on: "eth1", now: .zero)
         queue.announce([Self.outgoing(Self.record("Other._ipp._tcp.local."))], on: "eth2", now: .zero)
         var sent: [Duration: [String]] = [:]
@@ -166,7 +175,9 @@ import Testing
     @Test("what the budget holds back goes out before any second announcement, and a change to it replaces it there")
     func heldBackFirst() throws {
         var queue = AnnouncementQueue(pacing: AnnouncementPacing(packetsPerSecond: 2, burst: 1))
-        let records = (0..<6).map { Self.outgoing(Self.record("Printer \($0)._ipp._tcp.local.", .txt, Array(repeating: 7, count: 600))) }
+        let records = (0..<6).map {
+            Self.outgoing(Self.record("Printer \($0)._ipp._tcp.local.", .txt, Array(repeating: 7, count: 600)))
+        }
         queue.announce(records, on: "eth1", now: .zero)
         // Printer 5's TXT changes while it waits: the old data never goes out (§8.4).
         let changed = Self.outgoing(Self.record("Printer 5._ipp._tcp.local.", .txt, [3, 0x62, 0x3d, 0x32]))
@@ -189,10 +200,11 @@ import Testing
 
     @Test("changes trickling in while the budget is spent: no window holds more than burst + rate x its length")
     func budgetHoldsInEveryWindow() throws {
-        var queue = AnnouncementQueue()   // the defaults: 20 a second, bursts of 40
+        var queue = AnnouncementQueue()  // the defaults: 20 a second, bursts of 40
         let records = try (0..<1000).map { i in
             AnnouncementQueue.Outgoing(
-                record: MDNSRecord(name: try DNSName("Crowd \(i)._ipp._tcp.local."), type: .txt, rdata: Array(repeating: 7, count: 80)),
+                record: MDNSRecord(
+                    name: try DNSName("Crowd \(i)._ipp._tcp.local."), type: .txt, rdata: Array(repeating: 7, count: 80)),
                 unique: true, ttl: 4500)
         }
         // Twenty records every millisecond for the first 50 ms, as a thousand far devices arrive.
@@ -221,7 +233,9 @@ import Testing
     @Test("shutdown sends everything at once, whatever the budget")
     func ignoringPacing() throws {
         var queue = AnnouncementQueue(pacing: AnnouncementPacing(packetsPerSecond: 1, burst: 1))
-        let records = (0..<20).map { Self.outgoing(Self.record("Printer \($0)._ipp._tcp.local.", .txt, Array(repeating: 7, count: 600))) }
+        let records = (0..<20).map {
+            Self.outgoing(Self.record("Printer \($0)._ipp._tcp.local.", .txt, Array(repeating: 7, count: 600)))
+        }
         queue.goodbye(records, on: "eth1", now: .zero)
         #expect(queue.due(now: .zero, ignoringPacing: true).count == 10)
         #expect(queue.isEmpty)

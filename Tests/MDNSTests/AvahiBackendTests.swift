@@ -164,7 +164,8 @@ struct AvahiBackendDaemonTests {
         let name = try self.instanceName()
 
         let srv = EventRecorder()
-        let srvHandle = try backend.startQuery(MDNSQuestion(interface: self.interface, name: name, type: .srv), handler: srv.handler)
+        let srvHandle = try backend.startQuery(
+            MDNSQuestion(interface: self.interface, name: name, type: .srv), handler: srv.handler)
         defer { srvHandle.cancel() }
         let expectedSRV: [UInt8] = [0, 0, 0, 0, 0x02, 0x77] + wire([self.host, "local"])
         #expect(await srv.wait { _ in srv.added.contains { $0.rdata == expectedSRV } })
@@ -175,7 +176,8 @@ struct AvahiBackendDaemonTests {
         #expect(srvRecord.rrClass == .in)  // cache-flush bit masked
 
         let txt = EventRecorder()
-        let txtHandle = try backend.startQuery(MDNSQuestion(interface: self.interface, name: name, type: .txt), handler: txt.handler)
+        let txtHandle = try backend.startQuery(
+            MDNSQuestion(interface: self.interface, name: name, type: .txt), handler: txt.handler)
         defer { txtHandle.cancel() }
         #expect(await txt.wait { _ in !txt.added.isEmpty })
         let txtRecord = try #require(txt.added.first)
@@ -244,7 +246,9 @@ struct AvahiBackendDaemonTests {
         process.waitUntilExit()
         #expect(
             await recorder.wait { events in
-                events.contains { if case .removed(let record) = $0 { wireName(record.rdata[...]) == expected } else { false } }
+                events.contains {
+                    if case .removed(let record) = $0 { wireName(record.rdata[...]) == expected } else { false }
+                }
             }
         )
     }
@@ -256,7 +260,8 @@ struct AvahiBackendDaemonTests {
         let recorder = EventRecorder()
         var handles: [any MDNSQueryHandle] = []
         for index in 0..<1000 {
-            let question = MDNSQuestion(interface: self.interface, name: try DNSName("q\(index).mdv-none.local"), type: .a)
+            let question = MDNSQuestion(
+                interface: self.interface, name: try DNSName("q\(index).mdv-none.local"), type: .a)
             handles.append(try backend.startQuery(question, handler: recorder.handler))
         }
         #expect(backend.liveQueryCount == 1000)
@@ -279,7 +284,8 @@ struct AvahiBackendDaemonTests {
         #expect(await self.running(backend))
         var handles: [any MDNSQueryHandle] = []
         for index in 0..<25 {
-            let question = MDNSQuestion(interface: self.interface, name: try DNSName("b\(index).mdv-none.local"), type: .a)
+            let question = MDNSQuestion(
+                interface: self.interface, name: try DNSName("b\(index).mdv-none.local"), type: .a)
             handles.append(try backend.startQuery(question) { _ in })
         }
         #expect(backend.clientCount == 3)

@@ -30,10 +30,16 @@ struct AvahiNameTests {
 
     @Test func unescapeAvahiText() throws {
         let parsed = try #require(AvahiName.unescape(Array(#"Dot\.ted\032Printer\032\195\188._ipp._tcp.local"#.utf8)))
-        #expect(parsed.labels == [Array("Dot.ted Printer ü".utf8), Array("_ipp".utf8), Array("_tcp".utf8), Array("local".utf8)])
+        #expect(
+            parsed.labels == [
+                Array("Dot.ted Printer ü".utf8), Array("_ipp".utf8), Array("_tcp".utf8), Array("local".utf8),
+            ])
         #expect(AvahiName.unescape(Array(#"a\\b.local."#.utf8))?.labels == [Array(#"a\b"#.utf8), Array("local".utf8)])
         // Unescaped UTF-8 and spaces (as avahi may also hand them out) pass through.
-        #expect(AvahiName.unescape(Array("Zoë Printer.local".utf8))?.labels == [Array("Zoë Printer".utf8), Array("local".utf8)])
+        #expect(
+            AvahiName.unescape(Array("Zoë Printer.local".utf8))?.labels == [
+                Array("Zoë Printer".utf8), Array("local".utf8),
+            ])
         #expect(AvahiName.unescape(Array(".".utf8)) == .root)
         #expect(AvahiName.unescape([UInt8]()) == .root)
     }

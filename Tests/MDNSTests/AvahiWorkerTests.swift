@@ -33,7 +33,9 @@ struct AvahiWorkerTests {
         #expect(worker.submit(.internal) { ran.withLock { $0.append(4) } })
         hold.withLock { $0 = false }
         let deadline = ContinuousClock.now + .seconds(5)
-        while ran.withLock({ $0.count }) < 3 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        while ran.withLock({ $0.count }) < 3 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
         #expect(ran.withLock { $0 } == [1, 2, 4])
         // The queue has room again once the worker took them.
         #expect(worker.submit(.request) {})
@@ -53,7 +55,10 @@ struct AvahiWorkerTests {
     func deadlineEndsCall() throws {
         var pair: [Int32] = [-1, -1]
         #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
-        defer { close(pair[0]); close(pair[1]) }
+        defer {
+            close(pair[0])
+            close(pair[1])
+        }
         let stalls = Mutex<[(String, Bool)]>([])
         let worker = self.worker(deadline: .milliseconds(100)) { what, _, aborted, _ in
             stalls.withLock { $0.append((what, aborted)) }

@@ -30,7 +30,9 @@ struct ConnectionLifeTests {
         #expect(life.client(.connecting, now: t0) == .none, "reported once")
     }
 
-    @Test("issue 42: a lost daemon's queries keep their records for 120 s; back sooner, the hold ends; a second loss does not extend it")
+    @Test(
+        "issue 42: a lost daemon's queries keep their records for 120 s; back sooner, the hold ends; a second loss does not extend it"
+    )
     func holdRecords() {
         var life = ConnectionLife()
         _ = life.client(.running, now: t0)

@@ -15,7 +15,9 @@ import Testing
         /// "name type ttl" of every record sent since the last call.
         func take() throws -> [String] {
             defer { packets = [] }
-            return try packets.flatMap { try Message(wire: $0.packet).answers.map { "\($0.name) \($0.type) \($0.ttl)" } }
+            return try packets.flatMap {
+                try Message(wire: $0.packet).answers.map { "\($0.name) \($0.type) \($0.ttl)" }
+            }
         }
     }
 
@@ -44,9 +46,10 @@ import Testing
         let (announcer, capture) = announcer()
         announcer.established(Self.key, records: [Self.ptr, Self.services, Self.txt1])
         _ = announcer.send()
-        #expect(try capture.take() == [
-            "_ipp._tcp.local. PTR 4500", "_services._dns-sd._udp.local. PTR 4500", "P._ipp._tcp.local. TXT 4500",
-        ])
+        #expect(
+            try capture.take() == [
+                "_ipp._tcp.local. PTR 4500", "_services._dns-sd._udp.local. PTR 4500", "P._ipp._tcp.local. TXT 4500",
+            ])
         announcer.established(Self.key, records: [Self.ptr, Self.services, Self.txt2])
         _ = announcer.send()
         #expect(try capture.take() == ["P._ipp._tcp.local. TXT 4500"], "the new TXT flushes the old: no goodbye")
@@ -134,11 +137,14 @@ import Testing
             wanted[MDNSGroup.Key(interface: "eth2", name: "_ipp._tcp P\(i)")] = [
                 Self.record("P\(i)._ipp._tcp.local.", .srv, try srv("Host-\(i).local.")), Self.txt1,
             ]
-            wanted[MDNSGroup.Key(interface: "eth2", name: "host \(i)")] = [Self.record("host-\(i).local.", .a, [192, 0, 2, UInt8(i)])]
+            wanted[MDNSGroup.Key(interface: "eth2", name: "host \(i)")] = [
+                Self.record("host-\(i).local.", .a, [192, 0, 2, UInt8(i)])
+            ]
         }
         wanted[MDNSGroup.Key(interface: "eth2", name: "host 9")] = [Self.record("nobody.local.", .a, [192, 0, 2, 9])]
-        #expect(LinkResponder.announcementOrder(wanted).map(\.name) == [
-            "_ipp._tcp P0", "host 0", "_ipp._tcp P1", "host 1", "_ipp._tcp P2", "host 2", "host 9",
-        ])
+        #expect(
+            LinkResponder.announcementOrder(wanted).map(\.name) == [
+                "_ipp._tcp P0", "host 0", "_ipp._tcp P1", "host 1", "_ipp._tcp P2", "host 2", "host 9",
+            ])
     }
 }

@@ -10,7 +10,8 @@ import Testing
     }
 
     static let ptr = record("_ipp._tcp.local.", .ptr, try! DNSName("P._ipp._tcp.local.").wireBytes)
-    static let srv = record("P._ipp._tcp.local.", .srv, [0, 0, 0, 0, 2, 119] + (try! DNSName("p-lab1.local.").wireBytes))
+    static let srv = record(
+        "P._ipp._tcp.local.", .srv, [0, 0, 0, 0, 2, 119] + (try! DNSName("p-lab1.local.").wireBytes))
     static let txt = record("P._ipp._tcp.local.", .txt, [3, 0x61, 0x3d, 0x31])
     static let a = record("p-lab1.local.", .a, [192, 0, 2, 1])
     static let held = [ptr, srv, txt, a]
@@ -18,19 +19,27 @@ import Testing
 
     static func holding(_ name: DNSName) -> [MDNSRecord] { held.filter { $0.name == name } }
 
-    static func query(_ name: String, _ type: RRType, known: [MDNSRecord] = [], knownTTL: UInt32 = 4500,
-                      probe: [MDNSRecord] = [], truncated: Bool = false) throws -> Message {
+    static func query(
+        _ name: String, _ type: RRType, known: [MDNSRecord] = [], knownTTL: UInt32 = 4500,
+        probe: [MDNSRecord] = [], truncated: Bool = false
+    ) throws -> Message {
         var message = Message(id: 0, isResponse: false)
         message.truncated = truncated
         message.questions = [Question(name: try DNSName(name), type: type)]
-        message.answers = try known.map { ResourceRecord(name: $0.name, type: $0.type, ttl: knownTTL, rdata: try RData(type: $0.type, wire: $0.rdata)) }
-        message.authority = try probe.map { ResourceRecord(name: $0.name, type: $0.type, ttl: 120, rdata: try RData(type: $0.type, wire: $0.rdata)) }
+        message.answers = try known.map {
+            ResourceRecord(name: $0.name, type: $0.type, ttl: knownTTL, rdata: try RData(type: $0.type, wire: $0.rdata))
+        }
+        message.authority = try probe.map {
+            ResourceRecord(name: $0.name, type: $0.type, ttl: 120, rdata: try RData(type: $0.type, wire: $0.rdata))
+        }
         return message
     }
 
     static func response(_ records: [MDNSRecord], ttl: UInt32 = 120) throws -> Message {
         var message = Message(id: 0, isResponse: true)
-        message.answers = try records.map { ResourceRecord(name: $0.name, type: $0.type, ttl: ttl, rdata: try RData(type: $0.type, wire: $0.rdata)) }
+        message.answers = try records.map {
+            ResourceRecord(name: $0.name, type: $0.type, ttl: ttl, rdata: try RData(type: $0.type, wire: $0.rdata))
+        }
         return message
     }
 
@@ -44,7 +53,8 @@ import Testing
     @Test("a PTR question waits 20 ms at least (§6, shared) and brings SRV, TXT and the address (RFC 6763 §12)")
     func sharedAnswer() throws {
         var answerer = answerer()
-        _ = answerer.received(try Self.query("_ipp._tcp.local.", .ptr), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
+        _ = answerer.received(
+            try Self.query("_ipp._tcp.local.", .ptr), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
         #expect(answerer.nextDue == .milliseconds(20))
         #expect(due(&answerer, at: .milliseconds(19)).answers.isEmpty)
         let sent = due(&answerer, at: .milliseconds(20))
@@ -56,29 +66,39 @@ import Testing
     @Test("a unique answer goes at once; the same record not again within a second (§6)")
     func uniqueAnswerAndRepeat() throws {
         var answerer = answerer()
-        _ = answerer.received(try Self.query("P._ipp._tcp.local.", .srv), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
+        _ = answerer.received(
+            try Self.query("P._ipp._tcp.local.", .srv), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
         #expect(due(&answerer, at: .zero) == ([Self.srv], [Self.a]))
-        _ = answerer.received(try Self.query("P._ipp._tcp.local.", .srv), port: 5353, on: Self.eth2, now: .milliseconds(500), held: Self.holding)
+        _ = answerer.received(
+            try Self.query("P._ipp._tcp.local.", .srv), port: 5353, on: Self.eth2, now: .milliseconds(500),
+            held: Self.holding)
         #expect(answerer.nextDue == nil)
-        _ = answerer.received(try Self.query("P._ipp._tcp.local.", .srv), port: 5353, on: Self.eth2, now: .seconds(1), held: Self.holding)
+        _ = answerer.received(
+            try Self.query("P._ipp._tcp.local.", .srv), port: 5353, on: Self.eth2, now: .seconds(1), held: Self.holding)
         #expect(due(&answerer, at: .seconds(1)).answers == [Self.srv])
     }
 
     @Test("known answers with half their TTL left are not sent again (§7.1); older ones are")
     func knownAnswers() throws {
         var answerer = answerer()
-        _ = answerer.received(try Self.query("_ipp._tcp.local.", .ptr, known: [Self.ptr]), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
+        _ = answerer.received(
+            try Self.query("_ipp._tcp.local.", .ptr, known: [Self.ptr]), port: 5353, on: Self.eth2, now: .zero,
+            held: Self.holding)
         #expect(answerer.nextDue == nil)
         _ = answerer.received(
-            try Self.query("_ipp._tcp.local.", .ptr, known: [Self.ptr], knownTTL: 2000), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
+            try Self.query("_ipp._tcp.local.", .ptr, known: [Self.ptr], knownTTL: 2000), port: 5353, on: Self.eth2,
+            now: .zero, held: Self.holding)
         #expect(due(&answerer, at: .seconds(1)).answers == [Self.ptr])
     }
 
     @Test("another responder's answer before ours is due cancels ours (§7.4)")
     func duplicateSuppression() throws {
         var answerer = answerer()
-        _ = answerer.received(try Self.query("_ipp._tcp.local.", .ptr), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
-        let reaction = answerer.received(try Self.response([Self.ptr], ttl: 4500), port: 5353, on: Self.eth2, now: .milliseconds(5), held: Self.holding)
+        _ = answerer.received(
+            try Self.query("_ipp._tcp.local.", .ptr), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
+        let reaction = answerer.received(
+            try Self.response([Self.ptr], ttl: 4500), port: 5353, on: Self.eth2, now: .milliseconds(5),
+            held: Self.holding)
         #expect(reaction == QueryAnswerer.Reaction())
         #expect(answerer.nextDue == nil)
     }
@@ -86,11 +106,16 @@ import Testing
     @Test("a TC query waits 400 ms for its known answers; a probe for our name is answered at once (§6, §8.2)")
     func truncatedAndProbe() throws {
         var answerer = answerer()
-        _ = answerer.received(try Self.query("_ipp._tcp.local.", .ptr, truncated: true), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
+        _ = answerer.received(
+            try Self.query("_ipp._tcp.local.", .ptr, truncated: true), port: 5353, on: Self.eth2, now: .zero,
+            held: Self.holding)
         #expect(answerer.nextDue == .milliseconds(400))
         var other = self.answerer()
-        let theirs = Self.record("P._ipp._tcp.local.", .srv, [0, 0, 0, 0, 0, 9] + (try DNSName("elsewhere.local.").wireBytes))
-        _ = other.received(try Self.query("P._ipp._tcp.local.", .any, probe: [theirs]), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
+        let theirs = Self.record(
+            "P._ipp._tcp.local.", .srv, [0, 0, 0, 0, 0, 9] + (try DNSName("elsewhere.local.").wireBytes))
+        _ = other.received(
+            try Self.query("P._ipp._tcp.local.", .any, probe: [theirs]), port: 5353, on: Self.eth2, now: .zero,
+            held: Self.holding)
         #expect(due(&other, at: .zero).answers == [Self.srv, Self.txt])
     }
 
@@ -100,10 +125,14 @@ import Testing
         let q = Self.record("_ipp._tcp.local.", .ptr, try DNSName("Q._ipp._tcp.local.").wireBytes)
         let holding = { (name: DNSName) in (Self.held + [q]).filter { $0.name == name } }
         _ = answerer.received(
-            try Self.query("_ipp._tcp.local.", .ptr, known: [q], truncated: true), from: "a", port: 5353, on: Self.eth2, now: .zero,
+            try Self.query("_ipp._tcp.local.", .ptr, known: [q], truncated: true), from: "a", port: 5353, on: Self.eth2,
+            now: .zero,
             held: holding)
         var next = Message(id: 0, isResponse: false)
-        next.answers = [ResourceRecord(name: Self.ptr.name, type: .ptr, ttl: 4500, rdata: try RData(type: .ptr, wire: Self.ptr.rdata))]
+        next.answers = [
+            ResourceRecord(
+                name: Self.ptr.name, type: .ptr, ttl: 4500, rdata: try RData(type: .ptr, wire: Self.ptr.rdata))
+        ]
         // Another querier's known answers do not count for this one.
         _ = answerer.received(next, from: "b", port: 5353, on: Self.eth2, now: .milliseconds(10), held: holding)
         #expect(answerer.nextDue == .milliseconds(400))
@@ -114,10 +143,12 @@ import Testing
     @Test("another host's data under our unique name is a conflict (§9); identical data and shared PTRs are not (§8.2)")
     func conflicts() throws {
         var answerer = answerer()
-        let theirs = Self.record("P._ipp._tcp.local.", .srv, [0, 0, 0, 0, 0, 9] + (try DNSName("elsewhere.local.").wireBytes))
+        let theirs = Self.record(
+            "P._ipp._tcp.local.", .srv, [0, 0, 0, 0, 0, 9] + (try DNSName("elsewhere.local.").wireBytes))
         let otherPTR = Self.record("_ipp._tcp.local.", .ptr, try DNSName("Q._ipp._tcp.local.").wireBytes)
         let reaction = answerer.received(
-            try Self.response([theirs, Self.txt, Self.a, otherPTR]), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
+            try Self.response([theirs, Self.txt, Self.a, otherPTR]), port: 5353, on: Self.eth2, now: .zero,
+            held: Self.holding)
         #expect(reaction.conflicts == [.init(name: try DNSName("P._ipp._tcp.local."), type: .srv)])
         #expect(reaction.goodbyes.isEmpty)
     }
@@ -125,7 +156,8 @@ import Testing
     @Test("another host's goodbye for a record we hold is reported, to be announced again (§10.1)")
     func goodbyes() throws {
         var answerer = answerer()
-        let reaction = answerer.received(try Self.response([Self.ptr, Self.srv], ttl: 0), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
+        let reaction = answerer.received(
+            try Self.response([Self.ptr, Self.srv], ttl: 0), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
         #expect(reaction.goodbyes == [Self.ptr, Self.srv])
         #expect(reaction.conflicts.isEmpty)
     }
@@ -145,8 +177,10 @@ import Testing
     @Test("a question for nothing we hold is not answered")
     func nothingHeld() throws {
         var answerer = answerer()
-        _ = answerer.received(try Self.query("_http._tcp.local.", .ptr), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
-        _ = answerer.received(try Self.query("P._ipp._tcp.local.", .aaaa), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
+        _ = answerer.received(
+            try Self.query("_http._tcp.local.", .ptr), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
+        _ = answerer.received(
+            try Self.query("P._ipp._tcp.local.", .aaaa), port: 5353, on: Self.eth2, now: .zero, held: Self.holding)
         #expect(answerer.nextDue == nil)
     }
 }

@@ -9,11 +9,14 @@ import Testing
     static let host = try! DNSName("p.local.")
     static let a1 = MDNSRecord(name: host, type: .a, rdata: [192, 0, 2, 1])
     static let a2 = MDNSRecord(name: host, type: .a, rdata: [192, 0, 2, 2])
-    static let ptr = MDNSRecord(name: try! DNSName("_ipp._tcp.local."), type: .ptr, rdata: try! DNSName("P._ipp._tcp.local.").wireBytes)
+    static let ptr = MDNSRecord(
+        name: try! DNSName("_ipp._tcp.local."), type: .ptr, rdata: try! DNSName("P._ipp._tcp.local.").wireBytes)
 
     static func response(_ records: [MDNSRecord], ttl: UInt32 = 120, isResponse: Bool = true) throws -> Message {
         var message = Message(id: 0, isResponse: isResponse)
-        message.answers = try records.map { ResourceRecord(name: $0.name, type: $0.type, ttl: ttl, rdata: try RData(type: $0.type, wire: $0.rdata)) }
+        message.answers = try records.map {
+            ResourceRecord(name: $0.name, type: $0.type, ttl: ttl, rdata: try RData(type: $0.type, wire: $0.rdata))
+        }
         return message
     }
 
@@ -48,8 +51,14 @@ import Testing
             cache.heard(try Self.response([record]), on: "eth1", now: .seconds(Int64(index)))
         }
         #expect(cache.count <= 16)
-        #expect(cache.records(for: MDNSQuestion(interface: "eth1", name: try DNSName("h39.local."), type: .a), now: .seconds(40)).count == 1)
-        #expect(cache.records(for: MDNSQuestion(interface: "eth1", name: try DNSName("h0.local."), type: .a), now: .seconds(40)).isEmpty)
+        #expect(
+            cache.records(
+                for: MDNSQuestion(interface: "eth1", name: try DNSName("h39.local."), type: .a), now: .seconds(40)
+            ).count == 1)
+        #expect(
+            cache.records(
+                for: MDNSQuestion(interface: "eth1", name: try DNSName("h0.local."), type: .a), now: .seconds(40)
+            ).isEmpty)
         cache.keep(only: ["eth2"])
         #expect(cache.count == 0)
     }

@@ -1,8 +1,9 @@
 import DNSWire
 @_spi(Testing) import DiscoveryProxy
 import MDNS
-@testable import ProxyApp
 import Testing
+
+@testable import ProxyApp
 
 /// `advertise-browse-domains`: which zones each client-facing interface is told about
 /// (RFC 6763 §11 b/lb PTRs), from the client ACL and the links' views.
@@ -20,19 +21,20 @@ struct BrowseDomainAdvertisementTests {
         uplinks: ["wan0"])
 
     func configuration(_ yaml: String) -> AppConfiguration {
-        let (config, errors) = AppConfiguration.parse(yaml: """
-            server-name: ns.example.
-            links:
-              - interface: print0
-                domain: printers.example.
-              - interface: staff0
-                domain: staff.example.
-                clients: ["192.0.2.0/24"]
-              - interface: guest0
-                domain: guest.example.
-                clients: ["198.51.100.0/25"]
-            \(yaml)
-            """)
+        let (config, errors) = AppConfiguration.parse(
+            yaml: """
+                server-name: ns.example.
+                links:
+                  - interface: print0
+                    domain: printers.example.
+                  - interface: staff0
+                    domain: staff.example.
+                    clients: ["192.0.2.0/24"]
+                  - interface: guest0
+                    domain: guest.example.
+                    clients: ["198.51.100.0/25"]
+                \(yaml)
+                """)
         #expect(errors.isEmpty)
         return config
     }
@@ -53,10 +55,15 @@ struct BrowseDomainAdvertisementTests {
         let config = configuration("advertise-browse-domains: [print0]")
         let groups = BrowseDomainAdvertisement(configuration: config, interfaces: interfaces).groups
         let zone = try DNSName("printers.example.")
-        #expect(groups == [MDNSGroup(key: MDNSGroup.Key(interface: "print0", name: "browse domains"), records: [
-            MDNSRecord(name: try DNSName("b._dns-sd._udp.local."), type: .ptr, rdata: zone.wireBytes),
-            MDNSRecord(name: try DNSName("lb._dns-sd._udp.local."), type: .ptr, rdata: zone.wireBytes),
-        ])])
+        #expect(
+            groups == [
+                MDNSGroup(
+                    key: MDNSGroup.Key(interface: "print0", name: "browse domains"),
+                    records: [
+                        MDNSRecord(name: try DNSName("b._dns-sd._udp.local."), type: .ptr, rdata: zone.wireBytes),
+                        MDNSRecord(name: try DNSName("lb._dns-sd._udp.local."), type: .ptr, rdata: zone.wireBytes),
+                    ])
+            ])
     }
 
     @Test("a subnet outside allow-clients is not told of any zone, and the warning says so")
@@ -77,7 +84,10 @@ struct BrowseDomainAdvertisementTests {
         let errors = config.validate(interfaces: interfaces).map(\.description)
         #expect(errors.contains { $0.hasPrefix("advertise-browse-domains[1]: \"eth9\": no such network interface") })
         #expect(errors.contains("advertise-browse-domains[2]: \"print0\": listed twice"))
-        #expect(config.warnings(interfaces: interfaces).contains { $0.hasPrefix("advertise-browse-domains: wan0 carries the default route") })
+        #expect(
+            config.warnings(interfaces: interfaces).contains {
+                $0.hasPrefix("advertise-browse-domains: wan0 carries the default route")
+            })
     }
 
     @Test("--check-config shows what each interface announces")

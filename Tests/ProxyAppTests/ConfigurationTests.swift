@@ -1,10 +1,11 @@
 import DNSServer
 import DNSWire
 @_spi(Testing) import DiscoveryProxy
-import MDNS
 import Foundation
-@testable import ProxyApp
+import MDNS
 import Testing
+
+@testable import ProxyApp
 
 @Suite("Configuration: YAML, flags and validation")
 struct ConfigurationTests {
@@ -17,11 +18,12 @@ struct ConfigurationTests {
     @Test("settings in seconds are read straight into durations, to the millisecond")
     func runtimeSettings() throws {
         // 0.57 s is 569.99… ms as a Double: rounded, not truncated.
-        var (config, errors) = AppConfiguration.parse(yaml: """
-            negative-timeout: 0.57
-            tcp: {idle-timeout: 2.5}
-            push: {keepalive-interval: 0.29}
-            """)
+        var (config, errors) = AppConfiguration.parse(
+            yaml: """
+                negative-timeout: 0.57
+                tcp: {idle-timeout: 2.5}
+                push: {keepalive-interval: 0.29}
+                """)
         #expect(errors.isEmpty)
         config.links = [AppConfiguration.LinkSpec(interface: "eth1", domain: try DNSName("lab1.example."))]
         #expect(config.proxyConfiguration(interfaces: interfaces).negativeTimeout == .milliseconds(570))
@@ -87,19 +89,20 @@ struct ConfigurationTests {
 
     @Test("a full file maps onto the proxy configuration, subnets detected without link-local")
     func fullFile() throws {
-        let (config, readErrors) = AppConfiguration.parse(yaml: """
-            links:
-              - interface: eth1
-                domain: "Building 1.example."
-              - interface: eth2
-                domain: lab2.example.
-                subnets: [198.51.100.0/25]
-            listen: ["127.0.0.1:5300", "[::1]:5300"]
-            server-name: ns.example.
-            negative-timeout: 3
-            suppress-link-local: false
-            tcp: {idle-timeout: 5}
-            """)
+        let (config, readErrors) = AppConfiguration.parse(
+            yaml: """
+                links:
+                  - interface: eth1
+                    domain: "Building 1.example."
+                  - interface: eth2
+                    domain: lab2.example.
+                    subnets: [198.51.100.0/25]
+                listen: ["127.0.0.1:5300", "[::1]:5300"]
+                server-name: ns.example.
+                negative-timeout: 3
+                suppress-link-local: false
+                tcp: {idle-timeout: 5}
+                """)
         #expect(readErrors.isEmpty)
         #expect(config.validate(interfaces: interfaces).isEmpty)
         let proxy = config.proxyConfiguration(interfaces: interfaces)
@@ -109,7 +112,9 @@ struct ConfigurationTests {
         #expect(proxy.negativeTimeout == .seconds(3))
         // Valid, but longer than resolvers wait: said at start-up and in --check-config.
         #expect(config.negativeTimeoutAdvice?.contains("PowerDNS Recursor gives up at 1.5 s") == true)
-        #expect(config.render(interfaces: interfaces).contains("negative-timeout: 3.0  # longer than recursive resolvers wait"))
+        #expect(
+            config.render(interfaces: interfaces).contains(
+                "negative-timeout: 3.0  # longer than recursive resolvers wait"))
         #expect(AppConfiguration().negativeTimeoutAdvice == nil)
         #expect(!proxy.suppressLinkLocal)
         #expect(config.server.tcpIdleTimeout == .seconds(5))
@@ -118,7 +123,8 @@ struct ConfigurationTests {
 
     @Test("every error names the key, the value and why, all at once")
     func errors() throws {
-        let yaml = "links: [{interface: eth1, domain: 'a..b'}, {interface: eth9, domain: lab2.example.}]\nbogus: 1\nlisten: [nope]"
+        let yaml =
+            "links: [{interface: eth1, domain: 'a..b'}, {interface: eth9, domain: lab2.example.}]\nbogus: 1\nlisten: [nope]"
         let (partial, readErrors) = AppConfiguration.parse(yaml: yaml)
         let read = readErrors.map(\.description)
         #expect(read.contains { $0.hasPrefix("links[0].domain: \"a..b\"") })
@@ -163,15 +169,17 @@ struct ConfigurationTests {
 
     @Test("limits, rate limiting and user: parsed, validated, rendered")
     func limitsAndUser() throws {
-        let (config, errors) = AppConfiguration.parse(yaml: """
-            max-browses: 500
-            interface-check-interval: 2
-            user: root
-            rate-limit: {responses-per-second: 50, burst: 100, ipv4-prefix-length: 24, ipv6-prefix-length: 56, slip: 3}
-            """)
+        let (config, errors) = AppConfiguration.parse(
+            yaml: """
+                max-browses: 500
+                interface-check-interval: 2
+                user: root
+                rate-limit: {responses-per-second: 50, burst: 100, ipv4-prefix-length: 24, ipv6-prefix-length: 56, slip: 3}
+                """)
         #expect(errors.isEmpty, "\(errors)")
         #expect(config.proxy.maxBrowses == 500)
-        #expect(config.rateLimit.responsesPerSecond == 50 && config.rateLimit.burst == 100 && config.rateLimit.slip == 3)
+        #expect(
+            config.rateLimit.responsesPerSecond == 50 && config.rateLimit.burst == 100 && config.rateLimit.slip == 3)
         #expect(config.user == "root")
         #expect(config.interfaceCheck == .seconds(2))
         #expect(AppConfiguration().rateLimit.isEnabled == false, "off by default")
@@ -197,7 +205,8 @@ struct ConfigurationTests {
         let printed = AppConfiguration().render(interfaces: interfaces)
         #expect(printed.contains("  max-connections-per-subnet: 256  # default: 4 × max-connections-per-client\n"))
         #expect(printed.contains("  max-connection-lifetime: 0.0  # no limit\n"))
-        let (config, errors) = AppConfiguration.parse(yaml: "tcp: {max-connections-per-subnet: 0, max-connection-lifetime: -1}\n")
+        let (config, errors) = AppConfiguration.parse(
+            yaml: "tcp: {max-connections-per-subnet: 0, max-connection-lifetime: -1}\n")
         #expect(errors.isEmpty, "\(errors)")
         let problems = config.validate(interfaces: interfaces).map(\.description)
         #expect(problems.contains("tcp.max-connections-per-subnet: \"0\": must be at least 1"))
@@ -225,17 +234,21 @@ struct ConfigurationTests {
         #expect(proxy.privateRealms.realm(of: [10, 99, 3, 4]) == "guest")
         let printed = config.render(interfaces: interfaces)
         #expect(printed.contains("    realm: building-1\n"))
-        #expect(printed.contains("private-realms:\n  building-1: [\"10.1.0.0/16\", \"fd00:1::/48\"]\n  guest: [\"10.99.0.0/16\"]"))
+        #expect(
+            printed.contains(
+                "private-realms:\n  building-1: [\"10.1.0.0/16\", \"fd00:1::/48\"]\n  guest: [\"10.99.0.0/16\"]"))
         #expect(AppConfiguration.parse(yaml: printed).0.proxy.privateRealms == config.proxy.privateRealms)
-        #expect(AppConfiguration().render(interfaces: interfaces).contains(
-            "private-realms: {}  # none: private addresses are shown to every client"))
+        #expect(
+            AppConfiguration().render(interfaces: interfaces).contains(
+                "private-realms: {}  # none: private addresses are shown to every client"))
 
         var typo = config
         typo.links[0].realm = "buildng-1"
-        #expect(typo.validate(interfaces: interfaces).map(\.description) == [
-            "links[0].realm: \"buildng-1\": not a realm of private-realms (defined: building-1, guest); "
-                + "add it there with its client prefixes"
-        ])
+        #expect(
+            typo.validate(interfaces: interfaces).map(\.description) == [
+                "links[0].realm: \"buildng-1\": not a realm of private-realms (defined: building-1, guest); "
+                    + "add it there with its client prefixes"
+            ])
         let (_, wrong) = AppConfiguration.parse(yaml: "private-realms: [10.0.0.0/8]\n")
         #expect(wrong.map(\.key) == ["private-realms"])
         let (badName, _) = AppConfiguration.parse(yaml: "private-realms: {\"a b\": [10.0.0.0/8]}\n")
@@ -263,47 +276,65 @@ struct ConfigurationTests {
         #expect(announcement.services.permits("_ipp._tcp") && !announcement.services.permits("_ssh._tcp"))
         #expect(announcement.subtypes == ["_universal._sub._ipp._tcp"])
         let printed = config.render(interfaces: interfaces)
-        #expect(printed.contains("    announce:\n      - from: 'lab1.example.'  # on eth2: _airplay._tcp, _ipp._tcp\n        services:\n          allow: [_airplay._tcp, _ipp._tcp]\n          deny: [_ssh._tcp]"))
+        #expect(
+            printed.contains(
+                "    announce:\n      - from: 'lab1.example.'  # on eth2: _airplay._tcp, _ipp._tcp\n        services:\n          allow: [_airplay._tcp, _ipp._tcp]\n          deny: [_ssh._tcp]"
+            ))
         #expect(AppConfiguration.parse(yaml: printed).0.links.map(\.announce) == config.links.map(\.announce))
 
         var wrong = config
-        wrong.links[1].announce = [Announcement(from: try DNSName("lab3.example.")), Announcement(from: try DNSName("lab2.example."))]
-        #expect(wrong.validate(interfaces: interfaces).map(\.description) == [
-            "links[1].announce[0].from: \"lab3.example.\": no link has this domain; use one of lab1.example., lab2.example.",
-            "links[1].announce[1].from: \"lab2.example.\": this link's own domain: its services are on its link already; name another link's domain",
-        ])
+        wrong.links[1].announce = [
+            Announcement(from: try DNSName("lab3.example.")), Announcement(from: try DNSName("lab2.example.")),
+        ]
+        #expect(
+            wrong.validate(interfaces: interfaces).map(\.description) == [
+                "links[1].announce[0].from: \"lab3.example.\": no link has this domain; use one of lab1.example., lab2.example.",
+                "links[1].announce[1].from: \"lab2.example.\": this link's own domain: its services are on its link already; name another link's domain",
+            ])
         var hidden = config
         hidden.links[0].clients = [IPPrefix("192.0.2.0/24")!]
-        #expect(hidden.warnings(interfaces: interfaces).contains {
-            $0.hasPrefix("links[].announce: eth2: announce from lab1.example.: lab1.example.'s clients view hides it")
-        })
-        let avahi = AvahiDaemonSettings.parse("""
+        #expect(
+            hidden.warnings(interfaces: interfaces).contains {
+                $0.hasPrefix(
+                    "links[].announce: eth2: announce from lab1.example.: lab1.example.'s clients view hides it")
+            })
+        let avahi = AvahiDaemonSettings.parse(
+            """
             [server]
             allow-interfaces=eth1, eth3
             [publish]
             # disable-publishing=yes
             """, path: "/etc/avahi/avahi-daemon.conf")
-        #expect(avahi.gatewayWarnings(for: ["eth2"]) == [
-            "links[].announce: avahi-daemon does not serve eth2 (allow-interfaces/deny-interfaces in /etc/avahi/avahi-daemon.conf): "
-                + "nothing can be announced there; add it to allow-interfaces and restart avahi-daemon"
-        ])
-        #expect(AvahiDaemonSettings.parse("[publish]\ndisable-publishing=yes\n", path: "x").gatewayWarnings(for: ["eth2"]).count == 1)
+        #expect(
+            avahi.gatewayWarnings(for: ["eth2"]) == [
+                "links[].announce: avahi-daemon does not serve eth2 (allow-interfaces/deny-interfaces in /etc/avahi/avahi-daemon.conf): "
+                    + "nothing can be announced there; add it to allow-interfaces and restart avahi-daemon"
+            ])
+        #expect(
+            AvahiDaemonSettings.parse("[publish]\ndisable-publishing=yes\n", path: "x").gatewayWarnings(for: ["eth2"])
+                .count == 1)
         #expect(AvahiDaemonSettings.parse("[server]\nuse-ipv6=yes\n", path: "x").gatewayWarnings(for: ["eth2"]).isEmpty)
-        let (_, missing) = AppConfiguration.parse(yaml: "links: [{interface: eth1, domain: a.example., announce: [{services: {}}]}]\n")
+        let (_, missing) = AppConfiguration.parse(
+            yaml: "links: [{interface: eth1, domain: a.example., announce: [{services: {}}]}]\n")
         #expect(missing.map(\.key) == ["links[0].announce[0].from"])
-        let (_, badSubtype) = AppConfiguration.parse(yaml: "links: [{interface: eth1, domain: a.example., announce: [{from: b.example., subtypes: [_ipp._tcp]}]}]\n")
+        let (_, badSubtype) = AppConfiguration.parse(
+            yaml:
+                "links: [{interface: eth1, domain: a.example., announce: [{from: b.example., subtypes: [_ipp._tcp]}]}]\n"
+        )
         #expect(badSubtype.map(\.key) == ["links[0].announce[0].subtypes[0]"])
     }
 
     @Test("a host-name zone per link: LDH only, no overlap, printed and read back (RFC 8766 §5.3)")
     func hostZone() throws {
-        let (config, errors) = AppConfiguration.parse(yaml: """
-            links: [{interface: eth1, domain: "Building 1.example.", host-zone: hosts.b1.example.}]
-            server-name: ns.example.
-            """)
+        let (config, errors) = AppConfiguration.parse(
+            yaml: """
+                links: [{interface: eth1, domain: "Building 1.example.", host-zone: hosts.b1.example.}]
+                server-name: ns.example.
+                """)
         #expect(errors.isEmpty, "\(errors)")
         #expect(config.validate(interfaces: interfaces).isEmpty, "a rich-text zone with spaces is fine (§5.3)")
-        #expect(config.proxyConfiguration(interfaces: interfaces).links[0].hostZone == (try DNSName("hosts.b1.example.")))
+        #expect(
+            config.proxyConfiguration(interfaces: interfaces).links[0].hostZone == (try DNSName("hosts.b1.example.")))
         let printed = config.render(interfaces: interfaces)
         #expect(printed.contains("    host-zone: 'hosts.b1.example.'\n"))
         #expect(AppConfiguration.parse(yaml: printed).0.links[0].hostZone == config.links[0].hostZone)
@@ -326,27 +357,28 @@ struct ConfigurationTests {
         #expect(Set(keys).count == keys.count, "a key declared twice")
         // Every key the table declares is a key the file may use: a file setting each scalar
         // to a non-default value is read without an error and prints back the same.
-        let (config, errors) = AppConfiguration.parse(yaml: """
-            links: [{interface: eth1, domain: lab1.example.}]
-            server-name: ns.example.
-            negative-timeout: 1
-            collection-window-ms: 70
-            learn-answer-times: false
-            browse-idle-timeout: 90
-            suppress-link-local: false
-            mdns-query-rate: 10
-            mdns-query-burst: 30
-            mdns-announce-rate: 5
-            mdns-announce-burst: 10
-            max-udp-payload: 1400
-            optimistic-answers: false
-            optimistic-max-staleness: 300
-            replay-answers: false
-            tcp: {idle-timeout: 5, max-connections: 100, max-connections-per-client: 8, max-connections-per-subnet: 20, max-connection-lifetime: 3600, max-in-flight-per-connection: 16}
-            avahi: {objects-per-client: 500, object-budget: 5000}
-            push: {on-tcp: false, max-sessions: 10, inactivity-timeout: 30, keepalive-interval: 20}
-            max-browses: 1000
-            """)
+        let (config, errors) = AppConfiguration.parse(
+            yaml: """
+                links: [{interface: eth1, domain: lab1.example.}]
+                server-name: ns.example.
+                negative-timeout: 1
+                collection-window-ms: 70
+                learn-answer-times: false
+                browse-idle-timeout: 90
+                suppress-link-local: false
+                mdns-query-rate: 10
+                mdns-query-burst: 30
+                mdns-announce-rate: 5
+                mdns-announce-burst: 10
+                max-udp-payload: 1400
+                optimistic-answers: false
+                optimistic-max-staleness: 300
+                replay-answers: false
+                tcp: {idle-timeout: 5, max-connections: 100, max-connections-per-client: 8, max-connections-per-subnet: 20, max-connection-lifetime: 3600, max-in-flight-per-connection: 16}
+                avahi: {objects-per-client: 500, object-budget: 5000}
+                push: {on-tcp: false, max-sessions: 10, inactivity-timeout: 30, keepalive-interval: 20}
+                max-browses: 1000
+                """)
         #expect(errors.isEmpty, "\(errors)")
         let (reloaded, again) = AppConfiguration.parse(yaml: config.render(interfaces: interfaces))
         #expect(again.isEmpty, "\(again)")
@@ -354,11 +386,15 @@ struct ConfigurationTests {
         // a print reads back as itself.
         let printed = reloaded.render(interfaces: interfaces)
         #expect(AppConfiguration.parse(yaml: printed).0.render(interfaces: interfaces) == printed)
-        #expect(reloaded.server.maxInFlightPerConnection == 16 && reloaded.pushSessions.keepaliveInterval == .seconds(20))
+        #expect(
+            reloaded.server.maxInFlightPerConnection == 16 && reloaded.pushSessions.keepaliveInterval == .seconds(20))
         #expect(!reloaded.proxyConfiguration(interfaces: interfaces).learnsAnswerTimes)
-        #expect(reloaded.server.maxTCPConnectionsPerSubnet == 20 && reloaded.server.tcpMaxConnectionLifetime == .seconds(3600))
-        #expect(reloaded.proxyConfiguration(interfaces: interfaces).mdnsAnnouncePacing
-            == AnnouncementPacing(packetsPerSecond: 5, burst: 10))
+        #expect(
+            reloaded.server.maxTCPConnectionsPerSubnet == 20
+                && reloaded.server.tcpMaxConnectionLifetime == .seconds(3600))
+        #expect(
+            reloaded.proxyConfiguration(interfaces: interfaces).mdnsAnnouncePacing
+                == AnnouncementPacing(packetsPerSecond: 5, burst: 10))
         // Unknown keys are found at the top and inside sections, from the same table.
         let (_, unknown) = AppConfiguration.parse(yaml: "frobnicate: 1\ntcp: {idle-timout: 3}\n")
         #expect(unknown.map(\.key) == ["frobnicate", "tcp.idle-timout"])
@@ -366,8 +402,9 @@ struct ConfigurationTests {
         var flagged = AppConfiguration()
         #expect(flagged.apply("negative-timeout", flag: "--negative-timeout", 2.5).isEmpty)
         #expect(flagged.proxy.negativeTimeout == .milliseconds(2500))
-        #expect(flagged.apply("admin", flag: "--admin", "nope").map(\.description)
-            == ["--admin: \"nope\": expected ADDR:PORT (e.g. 127.0.0.1:8053) or off"])
+        #expect(
+            flagged.apply("admin", flag: "--admin", "nope").map(\.description)
+                == ["--admin: \"nope\": expected ADDR:PORT (e.g. 127.0.0.1:8053) or off"])
         // One default, the proxy's own.
         #expect(AppConfiguration().proxy.maxBrowses == ProxyConfiguration(links: [], serverName: .root).maxBrowses)
         #expect(AppConfiguration().proxy.negativeTimeout == .milliseconds(800))

@@ -1,12 +1,14 @@
 @_spi(Testing) import DiscoveryProxy
+import Synchronization
+import Testing
+
+@testable import ProxyApp
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-@testable import ProxyApp
-import Synchronization
-import Testing
 
 /// The production timers keep the contract `ProxyScheduler` states: work runs later, never
 /// inside `schedule`, in deadline order, and not at all once cancelled or shut down. The

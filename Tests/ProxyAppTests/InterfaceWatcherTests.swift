@@ -1,6 +1,7 @@
 @_spi(Testing) import DiscoveryProxy
-@testable import ProxyApp
 import Testing
+
+@testable import ProxyApp
 
 @Suite("Interface watcher: what counts as a link change")
 struct InterfaceWatcherTests {

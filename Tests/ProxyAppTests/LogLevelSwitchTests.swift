@@ -1,7 +1,8 @@
 import Logging
-@testable import ProxyApp
 import Synchronization
 import Testing
+
+@testable import ProxyApp
 
 @Suite("log-level: one switch for every logger, changed by a reload")
 struct LogLevelSwitchTests {

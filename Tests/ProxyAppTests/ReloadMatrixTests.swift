@@ -3,10 +3,11 @@ import DNSWire
 @_spi(Testing) import DiscoveryProxy
 import Logging
 import MDNS
-@testable import ProxyApp
 import ProxyTestSupport
 import Synchronization
 import Testing
+
+@testable import ProxyApp
 
 /// Issue 43: a reload applies what it is told. Every key of the option table, changed alone in
 /// a reload, either changes what a running part holds, to exactly what the new configuration
@@ -21,7 +22,9 @@ struct ReloadMatrixTests {
         "name-servers": ["proxy.example.", "ns2.example."],
         "hostmaster": "admin.example.",
         "listen": ["127.0.0.1:5301"],
-        "links": [["interface": "lab0", "domain": "lab1.example."], ["interface": "lab1", "domain": "lab2.example."]],
+        "links": [
+            ["interface": "lab0", "domain": "lab1.example."], ["interface": "lab1", "domain": "lab2.example."],
+        ],
         "negative-timeout": 4.0,
         "collection-window-ms": 100,
         "learn-answer-times": false,
@@ -100,11 +103,13 @@ struct ReloadMatrixTests {
                 configuration: base.proxyConfiguration(interfaces: interfaces), backend: SilentBackend(),
                 scheduler: ManualScheduler(), logger: logger)
             let listener = TLSDNSServer(
-                configuration: base.pushListenerConfiguration(certificateFile: "/run/cert.pem", privateKeyFile: "/run/key.pem"),
+                configuration: base.pushListenerConfiguration(
+                    certificateFile: "/run/cert.pem", privateKeyFile: "/run/key.pem"),
                 responder: SilentResponder())
             parts = RunningParts(
                 proxy: proxy, server: DNSServer(configuration: base.serverConfiguration, responder: SilentResponder()),
-                pushListener: listener, push: PushService(proxy: proxy, configuration: base.pushSessions, logger: logger),
+                pushListener: listener,
+                push: PushService(proxy: proxy, configuration: base.pushSessions, logger: logger),
                 rateLimiter: ResponseRateLimiter(base.rateLimit), avahi: LimitsHolder(base.avahi),
                 logLevel: LogLevelSwitch(base.level),
                 interfaceCheck: IntervalSetting(base.interfaceCheck),
@@ -132,7 +137,9 @@ struct ReloadMatrixTests {
         #expect(Set(Self.changes.keys) == Set(AppConfiguration.options.map(\.key)))
         for option in AppConfiguration.options {
             let config = try Self.changed(option)
-            #expect(config.validate(interfaces: Self.interfaces).isEmpty, "\(option.key): \(config.validate(interfaces: Self.interfaces))")
+            #expect(
+                config.validate(interfaces: Self.interfaces).isEmpty,
+                "\(option.key): \(config.validate(interfaces: Self.interfaces))")
         }
     }
 
@@ -175,7 +182,9 @@ struct ReloadMatrixTests {
         let daemon = Daemon(reloadingTo: { candidate.withLock { $0 } })
         guard case .applied(_, let first) = daemon.reloader.reload() else { throw Failure() }
         #expect(first.map(\.key) == ["listen"])
-        #expect(first.first?.description == "listen: changed, takes effect on restart only (the DNS sockets are bound at start)")
+        #expect(
+            first.first?.description
+                == "listen: changed, takes effect on restart only (the DNS sockets are bound at start)")
         candidate.withLock { $0 = Self.base }
         #expect(daemon.reloader.reload() == .applied(changed: [], restart: []))
         #expect(daemon.reloader.reload() == .applied(changed: [], restart: []))
@@ -187,7 +196,9 @@ struct ReloadMatrixTests {
 /// A backend whose queries never hear anything.
 private final class SilentBackend: MDNSBackend {
     final class Handle: MDNSQueryHandle { func cancel() {} }
-    func startQuery(_ question: MDNSQuestion, tag: UInt32, receiver: any MDNSQueryReceiver) throws(MDNSError) -> any MDNSQueryHandle {
+    func startQuery(_ question: MDNSQuestion, tag: UInt32, receiver: any MDNSQueryReceiver) throws(MDNSError)
+        -> any MDNSQueryHandle
+    {
         Handle()
     }
     var state: MDNSBackendState { .running }

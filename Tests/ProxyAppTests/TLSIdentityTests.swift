@@ -1,8 +1,9 @@
 import DNSWire
 import Foundation
 import NIOSSL
-@testable import ProxyApp
 import Testing
+
+@testable import ProxyApp
 
 @Suite("DNS Push TLS identity: the self-signed pair made with libcrypto")
 struct TLSIdentityTests {

@@ -9,7 +9,8 @@ struct YAMLDocumentTests {
 
     @Test("plain scalars: booleans, integers, floats, null; quoted and block scalars stay strings")
     func scalars() throws {
-        let r = try root("""
+        let r = try root(
+            """
             a: true
             b: no
             c: On
@@ -47,7 +48,8 @@ struct YAMLDocumentTests {
 
     @Test("sequences, nested mappings, flow style, anchors and << merges")
     func structure() throws {
-        let r = try root("""
+        let r = try root(
+            """
             listen: ["[::]:53", 0.0.0.0:53]
             defaults: &d {services: {deny: [_ssh._tcp]}, realm: office}
             links:
@@ -87,7 +89,11 @@ struct YAMLDocumentTests {
     @Test("aliases nested without end (a billion laughs) are refused, not expanded")
     func aliasBomb() throws {
         var text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
-        for level in 1..<12 { text += "a\(level): &a\(level) [" + Array(repeating: "*a\(level - 1)", count: 10).joined(separator: ", ") + "]\n" }
+        for level in 1..<12 {
+            text +=
+                "a\(level): &a\(level) [" + Array(repeating: "*a\(level - 1)", count: 10).joined(separator: ", ")
+                + "]\n"
+        }
         #expect(throws: YAMLError.self) { try YAMLDocument.load(text) }
     }
 }

@@ -14,14 +14,20 @@ struct AnswerBuilder: Sendable {
     ) -> Message {
         var reply = reply(to: query)
         let owner = query.questions[0].name
-        let ttl = ttl ?? (snapshot.isProvisional ? min(configuration.ttlCap, DiscoveryProxy.provisionalTTL) : configuration.ttlCap)
+        let ttl =
+            ttl
+            ?? (snapshot.isProvisional
+                ? min(configuration.ttlCap, DiscoveryProxy.provisionalTTL) : configuration.ttlCap)
         let presentation = ZonePresentation(
             link: plan.link, suppressLinkLocal: configuration.suppressLinkLocal,
             hidesPrivateAddresses: context.hidesPrivateAddresses)
-        let usable = UsableTargets(snapshot: snapshot, presentation: presentation, enabled: configuration.suppressLinkLocal)
+        let usable = UsableTargets(
+            snapshot: snapshot, presentation: presentation, enabled: configuration.suppressLinkLocal)
         reply.answers = snapshot.answers.compactMap { record in
             guard usable.shows(record) else { return nil }
-            return presentation.rdata(of: record).map { ResourceRecord(name: owner, type: record.type, ttl: ttl, rdata: $0) }
+            return presentation.rdata(of: record).map {
+                ResourceRecord(name: owner, type: record.type, ttl: ttl, rdata: $0)
+            }
         }
         if reply.answers.isEmpty {
             // NODATA, never NXDOMAIN: the name may be an empty non-terminal (§5.6).
@@ -32,7 +38,9 @@ struct AnswerBuilder: Sendable {
         let answered = Set(reply.answers)
         var additional: [ResourceRecord] = []
         for record in snapshot.additional where usable.shows(record) {
-            guard let rdata = presentation.rewritten(record), let name = presentation.owner(of: record) else { continue }
+            guard let rdata = presentation.rewritten(record), let name = presentation.owner(of: record) else {
+                continue
+            }
             let rr = ResourceRecord(name: name, type: record.type, ttl: ttl, rdata: rdata)
             if !answered.contains(rr) && !additional.contains(rr) { additional.append(rr) }
         }
@@ -60,7 +68,9 @@ struct AnswerBuilder: Sendable {
     func immediate(_ query: Message, zone: DNSName, link: Link?, answers: [ResourceRecord]) -> Message {
         var reply = reply(to: query)
         reply.answers = answers
-        if answers.isEmpty { reply.authority = [ZoneRecords(origin: zone, link: link, configuration: configuration).soa] }
+        if answers.isEmpty {
+            reply.authority = [ZoneRecords(origin: zone, link: link, configuration: configuration).soa]
+        }
         return reply
     }
 

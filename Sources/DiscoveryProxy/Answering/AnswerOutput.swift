@@ -70,7 +70,9 @@ final class AnswerOutput: Sendable {
 
     /// Sends encoded bytes (nil: nothing) to a client with a replay ticket of kind `replay`,
     /// and records the answer's metrics.
-    func send(_ bytes: [UInt8]?, rcode: String, _ context: QueryContext, cache: CacheOutcome, replay: ReplayTicket.Kind?) {
+    func send(
+        _ bytes: [UInt8]?, rcode: String, _ context: QueryContext, cache: CacheOutcome, replay: ReplayTicket.Kind?
+    ) {
         guard case .client(let transport, let respond) = context.asker else { return }
         let counters = metrics.counters(transport: transport.rawValue, qtype: context.qtype, rcode: rcode)
         let ticket = replay.map { kind in

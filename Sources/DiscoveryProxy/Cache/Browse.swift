@@ -46,7 +46,8 @@ extension RecordState {
         // A PTR's RDATA is its target's wire form; TXT and addresses are copied verbatim.
         var kept: RData? = nil
         switch decoded {
-        case .ptr(let target)? where target.wireBytes == record.rdata: kept = .ptr(target.sharingStorage(with: record.rdata))
+        case .ptr(let target)? where target.wireBytes == record.rdata:
+            kept = .ptr(target.sharingStorage(with: record.rdata))
         case .txt(let bytes)? where bytes == record.rdata: kept = .txt(record.rdata)
         case .a(let bytes)? where bytes == record.rdata: kept = .a(record.rdata)
         case .aaaa(let bytes)? where bytes == record.rdata: kept = .aaaa(record.rdata)
@@ -91,7 +92,6 @@ struct CachedRecord: Sendable {
         }
     }
 }
-
 
 /// A query waiting for mDNS (a cache miss).
 struct Waiter: Sendable {
@@ -168,7 +168,9 @@ struct Browse: Sendable {
         (startedAt > now ? now : startedAt) + negativeTimeout
     }
 
-    var orderedRecords: [CachedRecord] { records.map { CachedRecord($0.record, $0.value) }.sorted { $0.order < $1.order } }
+    var orderedRecords: [CachedRecord] {
+        records.map { CachedRecord($0.record, $0.value) }.sorted { $0.order < $1.order }
+    }
 }
 
 /// The last results of a released browse, kept for optimistic answers.

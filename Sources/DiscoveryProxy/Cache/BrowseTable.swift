@@ -84,7 +84,8 @@ struct BrowseTable: Sendable {
                 return .hit
             }
             if context.asker.isClient { counters.cacheMisses += 1 }
-            let deadline = browse.deadline(joiningAt: now, negativeTimeout: negativeTimeout(on: key.interface, configuration))
+            let deadline = browse.deadline(
+                joiningAt: now, negativeTimeout: negativeTimeout(on: key.interface, configuration))
             let id = addWaiter(to: &browse, query: query, plan: plan, context: context, deadline: deadline)
             browses[key] = browse
             return .wait(waiterID: id, deadline: deadline, start: nil)
@@ -160,7 +161,8 @@ struct BrowseTable: Sendable {
             buckets[key.interface] = bucket
             start.delay = delay
         case .gateway:
-            var pacer = pacers.removeValue(forKey: key.interface)
+            var pacer =
+                pacers.removeValue(forKey: key.interface)
                 ?? LookupPacer(settings: configuration.gatewayLookups, now: now)
             delay = pacer.estimate(now: now) - now
             pacer.enqueue(start)
@@ -188,7 +190,8 @@ struct BrowseTable: Sendable {
     mutating func releaseLookups(on interface: String, sent: Int?, now: Duration) -> (due: [Start], next: Duration?) {
         guard var pacer = pacers.removeValue(forKey: interface) else { return ([], nil) }
         defer {
-            metrics.gatewayLookups(link: interface, waiting: pacer.queued, pace: pacer.pace, packetRate: pacer.packetRate)
+            metrics.gatewayLookups(
+                link: interface, waiting: pacer.queued, pace: pacer.pace, packetRate: pacer.packetRate)
             pacers[interface] = pacer
         }
         pacer.observe(sent: sent, now: now)
@@ -362,7 +365,8 @@ struct BrowseTable: Sendable {
             return wakeups.removeValue(forKey: key)?.armed?.timer
         }
         let old = wakeups[key]
-        var wakeup = old.flatMap { $0.generation == browse.generation ? $0 : nil } ?? Wakeup(generation: browse.generation)
+        var wakeup =
+            old.flatMap { $0.generation == browse.generation ? $0 : nil } ?? Wakeup(generation: browse.generation)
         let due = wakeup.flushAt.map { min($0, deadline) } ?? deadline
         if let armed = wakeup.armed, armed.at == due { return nil }
         wakeup.armed = (due, schedule(due, browse.generation))
@@ -404,7 +408,8 @@ struct BrowseTable: Sendable {
         now: Duration, configuration: ProxyConfiguration, pinned: borrowing some PinnedBrowses
     ) -> [(BrowseKey, (any MDNSQueryHandle)?)] {
         var idle: [BrowseKey: Browse] = [:]
-        for (key, browse) in browses where browse.waiters.isEmpty && now - browse.lastUsed >= configuration.browseIdleTimeout {
+        for (key, browse) in browses
+        where browse.waiters.isEmpty && now - browse.lastUsed >= configuration.browseIdleTimeout {
             guard !pinned.isPinned(key) else { continue }
             idle[key] = browse
         }
@@ -478,7 +483,9 @@ struct BrowseTable: Sendable {
 
     /// How long a query on `interface` waits for mDNS before "nothing there".
     func negativeTimeout(on interface: String, _ configuration: ProxyConfiguration) -> Duration {
-        guard configuration.learnsAnswerTimes, let times = answerTimes[interface] else { return configuration.negativeTimeout }
+        guard configuration.learnsAnswerTimes, let times = answerTimes[interface] else {
+            return configuration.negativeTimeout
+        }
         return times.negativeTimeout(configured: configuration.negativeTimeout)
     }
 
@@ -526,7 +533,8 @@ struct BrowseTable: Sendable {
     }
 
     private func bucket(_ interface: String, now: Duration, configuration: ProxyConfiguration) -> TokenBucket {
-        buckets[interface] ?? TokenBucket(rate: configuration.mdnsQueriesPerSecond, burst: configuration.mdnsQueryBurst, now: now)
+        buckets[interface]
+            ?? TokenBucket(rate: configuration.mdnsQueriesPerSecond, burst: configuration.mdnsQueryBurst, now: now)
     }
 }
 

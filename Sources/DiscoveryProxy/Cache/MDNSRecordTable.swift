@@ -206,7 +206,8 @@ extension BrowseTable {
     /// A link-local or private address: unusable for some clients (RFC 8766 §5.5.2).
     private static func mayBeUnusable(_ record: CachedRecord) -> Bool {
         switch record.rdata {
-        case .a(let address)?, .aaaa(let address)?: return IPPrefix.isLinkLocal(address) || PrivateRealms.isPrivate(address)
+        case .a(let address)?, .aaaa(let address)?:
+            return IPPrefix.isLinkLocal(address) || PrivateRealms.isPrivate(address)
         default: return false
         }
     }

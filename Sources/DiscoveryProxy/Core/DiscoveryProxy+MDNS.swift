@@ -78,7 +78,8 @@ extension DiscoveryProxy {
         let configuration = self.configuration
         var pending = false
         let (reception, pushes) = state.withLock { state -> (BrowseTable.Reception, [PushDelivery]) in
-            let reception = state.table.receive(event, for: key, generation: generation, now: now, configuration: configuration)
+            let reception = state.table.receive(
+                event, for: key, generation: generation, now: now, configuration: configuration)
             if reception.invalidates { invalidateReplays() }
             var pushes: [PushDelivery] = []
             if reception.cleared {
@@ -126,12 +127,14 @@ extension DiscoveryProxy {
                     "answered from mDNS",
                     metadata: [
                         "mdns.question": "\(key)", "dns.id": "\(waiter.query.id)",
-                        "mdns.first_result_ms": "\(max(.zero, firstResultAt - waiter.context.started).wholeMilliseconds)",
+                        "mdns.first_result_ms":
+                            "\(max(.zero, firstResultAt - waiter.context.started).wholeMilliseconds)",
                         "dns.answer_ms": "\((now - waiter.context.started).wholeMilliseconds)",
                     ])
             }
             output.finish(
-                answers.answer(waiter.query, plan: waiter.plan, snapshot: snapshot, for: waiter.context), waiter.context,
+                answers.answer(waiter.query, plan: waiter.plan, snapshot: snapshot, for: waiter.context),
+                waiter.context,
                 cache: .miss)
         }
     }
@@ -167,7 +170,8 @@ extension DiscoveryProxy {
             }
             logger.debug("mDNS query timed out", metadata: ["mdns.question": "\(key)"])
             output.finish(
-                answers.answer(waiter.query, plan: waiter.plan, snapshot: snapshot, for: waiter.context), waiter.context,
+                answers.answer(waiter.query, plan: waiter.plan, snapshot: snapshot, for: waiter.context),
+                waiter.context,
                 cache: .miss)
         }
     }

@@ -65,7 +65,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     /// bootstrapped factory by default.
     public init(
         configuration: ProxyConfiguration, backend: any MDNSBackend, scheduler: any ProxyScheduler,
-        logger: Logger, metricsFactory: any MetricsFactory = MetricsSystem.factory, linkCache: (any MDNSLinkCache)? = nil
+        logger: Logger, metricsFactory: any MetricsFactory = MetricsSystem.factory,
+        linkCache: (any MDNSLinkCache)? = nil
     ) {
         self.current = Mutex(QueryIntake(catalog: Catalog(configuration: configuration)))
         self.backend = backend
@@ -112,7 +113,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         current.withLock { $0 = QueryIntake(catalog: Catalog(configuration: configuration)) }
         metrics.prepare(links: configuration.links.map(\.interface))
         let dropped = state.withLock { state in
-            state.inventory = configuration.inventoryInterval == nil ? [:] : state.inventory.filter { kept.contains($0.key) }
+            state.inventory =
+                configuration.inventoryInterval == nil ? [:] : state.inventory.filter { kept.contains($0.key) }
             return state.table.release(keepingLinks: kept, learns: configuration.learnsAnswerTimes)
         }
         cancelOrphanedWakeups()
@@ -173,9 +175,10 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         let now = scheduler.now()
         let configuration = catalog.configuration
         let (browses, inventory, times) = state.withLock { state in
-            let times = Dictionary(uniqueKeysWithValues: configuration.links.map { link in
-                (link.interface, state.table.learnedAnswerTimes(on: link.interface, configuration))
-            })
+            let times = Dictionary(
+                uniqueKeysWithValues: configuration.links.map { link in
+                    (link.interface, state.table.learnedAnswerTimes(on: link.interface, configuration))
+                })
             return (state.table.browses, state.inventory, times)
         }
         return LinkStatus.make(
@@ -273,7 +276,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
                 pinned: state.subscriptions)
             if case .wait = lookup { rearm(key, in: &state.table, now: now) }
             guard case .hit = lookup else { return .lookup(lookup) }
-            if let memoKey = context.memoKey, let answer = output.memoized(memoKey, id: query.id, epoch: context.epoch) {
+            if let memoKey = context.memoKey, let answer = output.memoized(memoKey, id: query.id, epoch: context.epoch)
+            {
                 return .memo(answer)
             }
             return .hit(state.table.snapshot(for: key, now: now))
@@ -298,7 +302,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             logger.debug("optimistic answer; refreshing", metadata: ["mdns.question": "\(key)"])
             output.finish(
                 answers.answer(
-                    query, plan: plan, snapshot: snapshot, ttl: min(configuration.ttlCap, Self.provisionalTTL), for: context),
+                    query, plan: plan, snapshot: snapshot, ttl: min(configuration.ttlCap, Self.provisionalTTL),
+                    for: context),
                 context, cache: .optimistic)
             if let start { begin(start) }
         case .lookup(.rateLimited):
@@ -331,7 +336,8 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         let types = catalog.recordTypes(at: plan)
         let answers = AnswerBuilder(configuration: configuration)
         let synthesis = NSECSynthesis(
-            skeleton: answers.reply(to: query), zone: ZoneRecords(origin: plan.zone, link: plan.link, configuration: configuration),
+            skeleton: answers.reply(to: query),
+            zone: ZoneRecords(origin: plan.zone, link: plan.link, configuration: configuration),
             types: types.count, ttlCap: configuration.ttlCap
         ) { [output] reply, fromCache in
             output.finish(reply, context, cache: fromCache ? .hit : .miss)
@@ -379,7 +385,9 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
     /// `dns_link_refused_total` cover DNS Push too.
     func noteRefused(_ refusal: Refusal, client: DNSClient, asking: String) {
         metrics.refused.increment()
-        var metadata: Logger.Metadata = ["dns.request": "\(asking)", "dns.client": "\(IPPrefix.format(client.address))"]
+        var metadata: Logger.Metadata = [
+            "dns.request": "\(asking)", "dns.client": "\(IPPrefix.format(client.address))",
+        ]
         switch refusal {
         case .client:
             metrics.aclRefused.increment()

@@ -94,9 +94,11 @@ final class ProxyMetrics: Sendable {
             if let found = cache[key] { return found }
             let made = AnswerCounters(
                 queries: EventCounter(
-                    label: "dns_queries_total", dimensions: [("transport", transport), ("qtype", qtype), ("rcode", rcode)],
+                    label: "dns_queries_total",
+                    dimensions: [("transport", transport), ("qtype", qtype), ("rcode", rcode)],
                     factory: factory),
-                replayed: Counter(label: "dns_answers_replayed_total", dimensions: [("transport", transport)], factory: factory))
+                replayed: Counter(
+                    label: "dns_answers_replayed_total", dimensions: [("transport", transport)], factory: factory))
             cache[key] = made
             return made
         }

@@ -66,12 +66,14 @@ struct AnnouncementRoute: Hashable, Sendable {
                     continue
                 }
                 guard let subnet = client.subnets.first else {
-                    problems.append("\(what): \(client.interface) has no subnet, so no client of it could reach the services")
+                    problems.append(
+                        "\(what): \(client.interface) has no subnet, so no client of it could reach the services")
                     continue
                 }
-                let admitted = configuration.allowedClients.map { allowed in
-                    client.subnets.allSatisfy { subnet in allowed.contains { $0.contains(subnet) } }
-                } ?? true
+                let admitted =
+                    configuration.allowedClients.map { allowed in
+                        client.subnets.allSatisfy { subnet in allowed.contains { $0.contains(subnet) } }
+                    } ?? true
                 guard admitted else {
                     problems.append("\(what): allow-clients does not admit all of \(client.interface)'s subnets")
                     continue
@@ -80,9 +82,10 @@ struct AnnouncementRoute: Hashable, Sendable {
                     problems.append("\(what): \(far.zone)'s clients view hides it from \(client.interface)'s subnets")
                     continue
                 }
-                routes.append(AnnouncementRoute(
-                    client: client, far: far, services: announcement.services, subtypes: announcement.subtypes,
-                    requester: DNSClient(address: subnet.address, port: 0, transport: .udp)))
+                routes.append(
+                    AnnouncementRoute(
+                        client: client, far: far, services: announcement.services, subtypes: announcement.subtypes,
+                        requester: DNSClient(address: subnet.address, port: 0, transport: .udp)))
             }
         }
         return (routes, problems)

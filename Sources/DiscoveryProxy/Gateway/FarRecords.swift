@@ -66,7 +66,8 @@ struct FarRecords: Sendable {
         if change.isAddition {
             guard change.type == key.type || key.type == .any else { return }
             let stored = RecordKey(name: key.name, type: change.type)
-            if change.type == .ptr || change.type == .srv, let value = try? RData(type: change.type, wire: change.rdata) {
+            if change.type == .ptr || change.type == .srv, let value = try? RData(type: change.type, wire: change.rdata)
+            {
                 decoded[Decoded.Key(type: change.type, rdata: change.rdata)] = value
             }
             if sets[stored, default: []].insert(change.rdata).inserted { touched(stored, rdata: [change.rdata]) }
@@ -134,7 +135,9 @@ struct FarRecords: Sendable {
     /// thousand far instances, rebuilt whole at every pass of fifty routes, were a fifth of
     /// the proxy's CPU under churn; docs/BENCHMARKS.md). `everything` after `restart()`:
     /// `add` is then the whole set, to be compared with what is subscribed.
-    mutating func wantedChanges(_ route: AnnouncementRoute) -> (add: Set<RecordKey>, remove: Set<RecordKey>, everything: Bool) {
+    mutating func wantedChanges(_ route: AnnouncementRoute) -> (
+        add: Set<RecordKey>, remove: Set<RecordKey>, everything: Bool
+    ) {
         let everything = wants.isNew
         let typeNames = self.typeNames(route)
         if wants.typesDirty || everything {
@@ -143,7 +146,8 @@ struct FarRecords: Sendable {
             // Instances of a type no longer followed, or followed now: looked at again.
             let types = Set(typeNames)
             if types != wants.types {
-                for instance in wants.instances.keys where instance != WantIndex.typesOwner && !types.contains(instance.parent) {
+                for instance in wants.instances.keys
+                where instance != WantIndex.typesOwner && !types.contains(instance.parent) {
                     wants.dirty.insert(instance)
                 }
                 for type in types.subtracting(wants.types) { wants.dirty.formUnion(instances(of: type)) }
@@ -184,20 +188,25 @@ struct FarRecords: Sendable {
         if Self.allowList(route) == nil, let enumeration = try? route.far.zone.prepending(Catalog.servicesLabels) {
             wanted.insert(RecordKey(name: enumeration, type: .ptr))
         }
-        for subtype in subtypeNames(route, types: typeNames) { wanted.insert(RecordKey(name: subtype.name, type: .ptr)) }
+        for subtype in subtypeNames(route, types: typeNames) {
+            wanted.insert(RecordKey(name: subtype.name, type: .ptr))
+        }
         for typeName in typeNames {
             wanted.insert(RecordKey(name: typeName, type: .ptr))
             guard let local = Self.clientName(of: typeName, route) else { continue }
             wanted.insert(RecordKey(name: local, type: .ptr))
             let localInstances = instances(of: local)
             guard !localInstances.isEmpty else { continue }
-            let candidates = Set(instances(of: typeName).compactMap(\.labels.first).flatMap { label in
-                (0...Self.renameLevelsChecked).map {
-                    DNSName.lowercased(label: AnnouncementNames.instance(label, far: route.far, renames: $0))
-                }
-            })
+            let candidates = Set(
+                instances(of: typeName).compactMap(\.labels.first).flatMap { label in
+                    (0...Self.renameLevelsChecked).map {
+                        DNSName.lowercased(label: AnnouncementNames.instance(label, far: route.far, renames: $0))
+                    }
+                })
             for instance in localInstances {
-                guard let label = instance.labels.first, candidates.contains(DNSName.lowercased(label: label)) else { continue }
+                guard let label = instance.labels.first, candidates.contains(DNSName.lowercased(label: label)) else {
+                    continue
+                }
                 wanted.insert(RecordKey(name: instance, type: .srv))
             }
         }
@@ -236,7 +245,9 @@ struct FarRecords: Sendable {
             surveyed = [:]
             surveyDirty = []
             for typeName in typeNames {
-                for instance in instances(of: typeName) { surveyed[instance] = surveyOne(instance, route, subtypeNames) }
+                for instance in instances(of: typeName) {
+                    surveyed[instance] = surveyOne(instance, route, subtypeNames)
+                }
             }
             surveyedTypes = typeNames
         } else {
@@ -261,7 +272,8 @@ struct FarRecords: Sendable {
 
     /// One far instance (listed under its type) as a service, or why it is held back.
     private func surveyOne(
-        _ instance: DNSName, _ route: AnnouncementRoute, _ subtypeNames: [(name: DNSName, type: DNSName, label: [UInt8])]
+        _ instance: DNSName, _ route: AnnouncementRoute,
+        _ subtypeNames: [(name: DNSName, type: DNSName, label: [UInt8])]
     ) -> Surveyed {
         let typeName = instance.parent
         let typeLabels = typeName.labels(before: route.far.zone) ?? []
@@ -272,17 +284,24 @@ struct FarRecords: Sendable {
             case .srv(let priority, let weight, let port, let target)? = value(.srv, srv),
             let host = hostLabels(target, route)
         else { return held(.unreachable) }
-        let known = (sets[RecordKey(name: target, type: .a)] ?? []).union(sets[RecordKey(name: target, type: .aaaa)] ?? [])
+        let known = (sets[RecordKey(name: target, type: .a)] ?? []).union(
+            sets[RecordKey(name: target, type: .aaaa)] ?? [])
         let addresses = known.filter { Self.isNative($0, to: route.far) }
             .sorted { $0.count != $1.count ? $0.count < $1.count : Self.ordered($0, $1) }  // A before AAAA
-        guard !addresses.isEmpty else { return held(known.contains { !IPPrefix.isLinkLocal($0) } ? .notNative : .unreachable) }
+        guard !addresses.isEmpty else {
+            return held(known.contains { !IPPrefix.isLinkLocal($0) } ? .notNative : .unreachable)
+        }
         let txt = sets[RecordKey(name: instance, type: .txt)]?.sorted(by: Self.ordered).first ?? [0]
         let subtypes = subtypeNames.filter { subtype in
-            subtype.type == typeName && sets[RecordKey(name: subtype.name, type: .ptr)]?.contains(instance.wireBytes) == true
+            subtype.type == typeName
+                && sets[RecordKey(name: subtype.name, type: .ptr)]?.contains(instance.wireBytes) == true
         }.map(\.label)
-        return Surveyed(type: type, label: label, outcome: .service(FarService(
-            instance: label, typeLabels: typeLabels, priority: priority, weight: weight, port: port,
-            host: host, txt: txt, subtypes: subtypes, addresses: addresses)))
+        return Surveyed(
+            type: type, label: label,
+            outcome: .service(
+                FarService(
+                    instance: label, typeLabels: typeLabels, priority: priority, weight: weight, port: port,
+                    host: host, txt: txt, subtypes: subtypes, addresses: addresses)))
     }
 
     /// The anti-echo rule: an address is native to a link when it lies in one of the link's
@@ -315,7 +334,9 @@ struct FarRecords: Sendable {
     /// publications never show here (`OwnRecords`).
     func owner(of label: [UInt8], _ service: FarService, host: DNSName, _ route: AnnouncementRoute) -> LocalOwner {
         guard let typeName = try? route.client.zone.prepending(service.typeLabels),
-            let instance = instances(of: typeName).first(where: { $0.labels.first.map { DNSName.labelsEqual($0, label) } == true })
+            let instance = instances(of: typeName).first(where: {
+                $0.labels.first.map { DNSName.labelsEqual($0, label) } == true
+            })
         else { return .none }
         guard let srvs = sets[RecordKey(name: instance, type: .srv)], !srvs.isEmpty else { return .unknown(instance) }
         let hostLabel = host.labels.first ?? []
@@ -359,7 +380,9 @@ struct FarRecords: Sendable {
 
     /// The route's named subtypes whose type is announced (`types`, from `typeNames`):
     /// `_universal._sub._ipp._tcp.<zone>`.
-    private func subtypeNames(_ route: AnnouncementRoute, types: [DNSName]) -> [(name: DNSName, type: DNSName, label: [UInt8])] {
+    private func subtypeNames(_ route: AnnouncementRoute, types: [DNSName]) -> [(
+        name: DNSName, type: DNSName, label: [UInt8]
+    )] {
         let types = Set(types)
         return route.subtypes.sorted().compactMap { text in
             let labels = text.split(separator: ".").map { Array($0.utf8) }

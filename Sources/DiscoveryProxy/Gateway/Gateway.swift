@@ -206,20 +206,26 @@ public final class Gateway: Sendable {
             }
             let byInterface = Dictionary(grouping: model.routes.indices) { model.routes[$0].route.client.interface }
             for key in batch.collisions {
-                if let records = model.published[key] { proxy.forgetOwnPublication(MDNSGroup(key: key, records: records)) }
+                if let records = model.published[key] {
+                    proxy.forgetOwnPublication(MDNSGroup(key: key, records: records))
+                }
                 model.renames[key, default: 0] += 1
                 proxy.metrics.gatewayRenames[key.interface].increment()
-                logger.info("mDNS gateway: name taken on the link, renaming the far instance", metadata: [
-                    "mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)",
-                    "gateway.renames": "\(model.renames[key] ?? 0)",
-                ])
+                logger.info(
+                    "mDNS gateway: name taken on the link, renaming the far instance",
+                    metadata: [
+                        "mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)",
+                        "gateway.renames": "\(model.renames[key] ?? 0)",
+                    ])
                 touched.formUnion(byInterface[key.interface] ?? [])
             }
             if !mdnsRunning {
                 // avahi is away, on some connection at least: every view is unknown, not empty,
                 // until it has been followed `clientSettle` after the daemon is back.
                 for index in model.routes.indices {
-                    for key in model.routes[index].subscriptions.keys { model.routes[index].subscriptions[key]?.since = now }
+                    for key in model.routes[index].subscriptions.keys {
+                        model.routes[index].subscriptions[key]?.since = now
+                    }
                 }
                 touched.formUnion(model.routes.indices)
             }
@@ -231,8 +237,10 @@ public final class Gateway: Sendable {
             for state in ended {
                 guard let old = state.output else { continue }
                 changedKeys.formUnion(old.groups.keys)
-                count(state.route.client.interface, from: old.status, to: AnnouncementStatus(
-                    interface: old.status.interface, from: old.status.from, instances: []))
+                count(
+                    state.route.client.interface, from: old.status,
+                    to: AnnouncementStatus(
+                        interface: old.status.interface, from: old.status.from, instances: []))
                 interfaces.insert(state.route.client.interface)
             }
             for index in touched.sorted() {
@@ -258,7 +266,9 @@ public final class Gateway: Sendable {
             model.status = model.routes.compactMap(\.output?.status)
             for interface in interfaces {
                 proxy.metrics.gatewayAnnounced(
-                    (byInterface[interface] ?? []).reduce(0) { $0 + (model.routes[$1].output?.status.instances.count ?? 0) },
+                    (byInterface[interface] ?? []).reduce(0) {
+                        $0 + (model.routes[$1].output?.status.instances.count ?? 0)
+                    },
                     on: interface)
             }
             // What changed: a group whose records are the same array as before costs no
@@ -271,7 +281,11 @@ public final class Gateway: Sendable {
                 guard merged != model.published[key] else { continue }
                 before[key] = model.published[key]
                 model.published[key] = merged
-                if let merged { changed.append(MDNSGroup(key: key, records: merged, probe: false)) } else { removed.append(key) }
+                if let merged {
+                    changed.append(MDNSGroup(key: key, records: merged, probe: false))
+                } else {
+                    removed.append(key)
+                }
             }
             guard !changed.isEmpty || !removed.isEmpty else { return nil }
             proxy.ownPublications(changed: changed, removed: removed, before: before)
@@ -330,10 +344,12 @@ public final class Gateway: Sendable {
             model.nextSession += 1
             // Negative session numbers: never one of PushService's.
             kept.append(RouteState(route: route, sink: RouteSink(gateway: self), session: -model.nextSession))
-            logger.info("mDNS gateway: announcing", metadata: [
-                "gateway.client": "\(route.client.interface)", "gateway.from": "\(route.far.zone)",
-                "gateway.types": "\(FarRecords.allowList(route)?.joined(separator: ",") ?? "all shared")",
-            ])
+            logger.info(
+                "mDNS gateway: announcing",
+                metadata: [
+                    "gateway.client": "\(route.client.interface)", "gateway.from": "\(route.far.zone)",
+                    "gateway.types": "\(FarRecords.allowList(route)?.joined(separator: ",") ?? "all shared")",
+                ])
         }
         model.routes = kept
         listen(Set(kept.map(\.route.far.interface)))
@@ -358,7 +374,9 @@ public final class Gateway: Sendable {
             for key in gone {
                 if let subscription = state.subscriptions.removeValue(forKey: key) {
                     state.keysByID[subscription.id] = nil
-                    for browse in subscription.keys { proxy.unsubscribe(from: browse, session: state.session, id: subscription.id) }
+                    for browse in subscription.keys {
+                        proxy.unsubscribe(from: browse, session: state.session, id: subscription.id)
+                    }
                 }
                 state.asking[key] = nil
                 state.notAsking.remove(key)
@@ -408,7 +426,9 @@ public final class Gateway: Sendable {
 
     private func leave(_ state: RouteState) {
         for subscription in state.subscriptions.values {
-            for browse in subscription.keys { proxy.unsubscribe(from: browse, session: state.session, id: subscription.id) }
+            for browse in subscription.keys {
+                proxy.unsubscribe(from: browse, session: state.session, id: subscription.id)
+            }
         }
     }
 

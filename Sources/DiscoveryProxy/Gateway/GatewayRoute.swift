@@ -35,9 +35,10 @@ extension Gateway {
         /// What a held-back far instance waits for before it is reported: its SRV and its
         /// targets' addresses asking the link.
         func lookups(ofHeld instance: DNSName) -> [RecordKey] {
-            [RecordKey(name: instance, type: .srv)] + records.targets(of: instance, route).flatMap {
-                [RecordKey(name: $0, type: .a), RecordKey(name: $0, type: .aaaa)]
-            }
+            [RecordKey(name: instance, type: .srv)]
+                + records.targets(of: instance, route).flatMap {
+                    [RecordKey(name: $0, type: .a), RecordKey(name: $0, type: .aaaa)]
+                }
         }
     }
 
@@ -79,7 +80,9 @@ extension Gateway {
             self.hostKey = MDNSGroup.Key(interface: route.client.interface, name: "host \(host)")
             self.typeName = typeName
             self.localType = localType
-            self.addresses = service.addresses.map { MDNSRecord(name: host, type: $0.count == 4 ? .a : .aaaa, rdata: $0) }
+            self.addresses = service.addresses.map {
+                MDNSRecord(name: host, type: $0.count == 4 ? .a : .aaaa, rdata: $0)
+            }
         }
     }
 
@@ -145,7 +148,9 @@ extension Gateway {
                 guard let announced = onAir[key] else { continue }
                 level = max(announced, renames[key] ?? 0)
             } else {
-                guard let free = renameLevel(of: service, host: host, in: state, from: renames[key] ?? 0, now: now, waiting: &waiting)
+                guard
+                    let free = renameLevel(
+                        of: service, host: host, in: state, from: renames[key] ?? 0, now: now, waiting: &waiting)
                 else { continue }
                 level = free
             }
@@ -153,7 +158,9 @@ extension Gateway {
             if let old = state.built[key], old.level == level, old.service == service {
                 made = old
             } else {
-                guard let new = Self.build(service, typeName: typeName, host: host, level: level, far: route.far) else { continue }
+                guard let new = Self.build(service, typeName: typeName, host: host, level: level, far: route.far) else {
+                    continue
+                }
                 made = new
             }
             built[key] = made
@@ -180,23 +187,30 @@ extension Gateway {
     }
 
     /// One far service's group on a client link, named at rename `level`.
-    private static func build(_ service: FarService, typeName: DNSName, host: DNSName, level: Int, far: Link) -> Built? {
+    private static func build(_ service: FarService, typeName: DNSName, host: DNSName, level: Int, far: Link) -> Built?
+    {
         let label = AnnouncementNames.instance(service.instance, far: far, renames: level)
         guard let instance = try? typeName.prepending([label]),
-            let srv = try? RData.srv(priority: service.priority, weight: service.weight, port: service.port, target: host).wireBytes()
+            let srv = try? RData.srv(
+                priority: service.priority, weight: service.weight, port: service.port, target: host
+            ).wireBytes()
         else { return nil }
-        let records = [
-            MDNSRecord(name: typeName, type: .ptr, rdata: instance.wireBytes),
-            MDNSRecord(name: servicesName, type: .ptr, rdata: typeName.wireBytes),
-            MDNSRecord(name: instance, type: .srv, rdata: srv),
-            MDNSRecord(name: instance, type: .txt, rdata: service.txt),
-        ] + service.subtypes.compactMap { subtype in
-            // RFC 6763 §7.1: `_universal._sub._ipp._tcp.local.` PTR the instance.
-            (try? typeName.prepending([subtype, Array("_sub".utf8)])).map {
-                MDNSRecord(name: $0, type: .ptr, rdata: instance.wireBytes)
+        let records =
+            [
+                MDNSRecord(name: typeName, type: .ptr, rdata: instance.wireBytes),
+                MDNSRecord(name: servicesName, type: .ptr, rdata: typeName.wireBytes),
+                MDNSRecord(name: instance, type: .srv, rdata: srv),
+                MDNSRecord(name: instance, type: .txt, rdata: service.txt),
+            ]
+            + service.subtypes.compactMap { subtype in
+                // RFC 6763 §7.1: `_universal._sub._ipp._tcp.local.` PTR the instance.
+                (try? typeName.prepending([subtype, Array("_sub".utf8)])).map {
+                    MDNSRecord(name: $0, type: .ptr, rdata: instance.wireBytes)
+                }
             }
-        }
-        return Built(service: service, level: level, records: records, announced: String(decoding: label, as: UTF8.self) + "." + service.type)
+        return Built(
+            service: service, level: level, records: records,
+            announced: String(decoding: label, as: UTF8.self) + "." + service.type)
     }
 
     /// The first rename level, from `level` on, whose name the client link does not use: a
@@ -205,7 +219,8 @@ extension Gateway {
     /// of a candidate name has no SRV yet and may still get one (`waiting` says when to look
     /// again); after `clientSettle` without one, the name counts as taken.
     private static func renameLevel(
-        of service: FarService, host: DNSName, in state: RouteState, from first: Int, now: Duration, waiting: inout Duration?
+        of service: FarService, host: DNSName, in state: RouteState, from first: Int, now: Duration,
+        waiting: inout Duration?
     ) -> Int? {
         let route = state.route
         for level in first..<50 {

@@ -48,10 +48,14 @@ extension DiscoveryProxy {
         var added: [(String, MDNSRecord)] = []
         var gone: [(String, MDNSRecord)] = []
         for group in changed {
-            for record in group.records where record.name != Gateway.servicesName { added.append((group.key.interface, record)) }
+            for record in group.records where record.name != Gateway.servicesName {
+                added.append((group.key.interface, record))
+            }
         }
         for key in changed.map(\.key) + removed {
-            for record in before[key] ?? [] where record.name != Gateway.servicesName { gone.append((key.interface, record)) }
+            for record in before[key] ?? [] where record.name != Gateway.servicesName {
+                gone.append((key.interface, record))
+            }
         }
         ownRecords.withLock { $0.change(adding: added, removing: gone) }
         publishesRecords.store(true, ordering: .releasing)

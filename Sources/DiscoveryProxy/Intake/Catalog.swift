@@ -102,7 +102,9 @@ public struct Catalog: Sendable {
         // A zone of mDNS answers has no contents to transfer: refused in one message, at once,
         // over either transport (RFC 5936 §2.2.1; RFC 1995 for IXFR).
         if question.type == .axfr || question.type == .ixfr { return .refused }
-        if let answers = serverAddresses(question) { return .immediate(zone: configuration.serverName, answers: answers) }
+        if let answers = serverAddresses(question) {
+            return .immediate(zone: configuration.serverName, answers: answers)
+        }
         guard let (origin, link, kind) = zone(containing: question.name) else { return .refused }
         let isReverse = kind == .reverse
         let relative = question.name.labels(before: origin) ?? []
@@ -117,7 +119,9 @@ public struct Catalog: Sendable {
             case .nsec:  // §5.5.3: one NSEC for this name alone
                 return .immediate(
                     zone: origin,
-                    answers: [NSECSynthesis.record(owner: question.name, types: [.ns, .soa], ttl: configuration.ttlCap)])
+                    answers: [
+                        NSECSynthesis.record(owner: question.name, types: [.ns, .soa], ttl: configuration.ttlCap)
+                    ])
             default: return .immediate(zone: origin, answers: [])
             }
         }
@@ -152,8 +156,11 @@ public struct Catalog: Sendable {
             return .mdns(MDNSPlan(link: link, zone: origin, localName: localName, type: question.type))
         }
         if let enumeration = Self.enumerationLabel(relative) {
-            return .immediate(zone: origin, answers: domainEnumeration(enumeration, question: question, link: link,
-                origin: origin, isReverse: isReverse, relative: relative))
+            return .immediate(
+                zone: origin,
+                answers: domainEnumeration(
+                    enumeration, question: question, link: link,
+                    origin: origin, isReverse: isReverse, relative: relative))
         }
         if Self.isPushService(relative) { return .immediate(zone: origin, answers: pushService(question)) }
         if Self.isMetadataName(relative) { return .immediate(zone: origin, answers: []) }

@@ -80,7 +80,8 @@ struct QueryIntake: Sendable {
 
     /// RFC 6891 §6.2.5: a payload below 512 counts as 512; never above our own maximum.
     /// Without OPT, 512 (RFC 1035 §4.2.1). TCP: 65535.
-    static func answerLimit(for query: Message, over transport: DNSTransport, configuration: ProxyConfiguration) -> Int {
+    static func answerLimit(for query: Message, over transport: DNSTransport, configuration: ProxyConfiguration) -> Int
+    {
         if transport == .tcp { return 65535 }
         guard let edns = query.edns else { return 512 }
         return min(max(512, Int(edns.udpPayloadSize)), max(512, configuration.maxUDPPayload))

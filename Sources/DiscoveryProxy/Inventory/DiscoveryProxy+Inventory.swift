@@ -81,7 +81,8 @@ extension DiscoveryProxy {
         let context = QueryContext(
             started: scheduler.now(), epoch: currentEpoch, replayLifetime: .zero, qtype: "PTR", limit: 65535,
             asker: .proxy(done))
-        lookup(plan, query: Message(id: 0, questions: [Question(name: name, type: .ptr)]), context: context,
+        lookup(
+            plan, query: Message(id: 0, questions: [Question(name: name, type: .ptr)]), context: context,
             configuration: catalog.configuration)
     }
 }

@@ -67,6 +67,7 @@ final class InventoryRound: Sendable {
         guard let counts = finished else { return }
         done(
             LinkInventory(
-                types: types.map { LinkInventory.ServiceType(type: $0, instances: counts[$0] ?? nil) }, omittedTypes: omitted))
+                types: types.map { LinkInventory.ServiceType(type: $0, instances: counts[$0] ?? nil) },
+                omittedTypes: omitted))
     }
 }

@@ -104,7 +104,8 @@ extension LinkStatus {
                         addresses: [], txt: nil, ageSeconds: Double((now - ptr.seenAt).components.seconds))
                     if let srv = held(instance, .srv).first,
                         let localHost = srv.localTarget,
-                        case .srv(_, _, let port, let target)? = ZonePresentation(link: link, suppressLinkLocal: false).rewritten(srv)
+                        case .srv(_, _, let port, let target)? = ZonePresentation(link: link, suppressLinkLocal: false)
+                            .rewritten(srv)
                     {
                         status.host = "\(target)"
                         status.port = Int(port)

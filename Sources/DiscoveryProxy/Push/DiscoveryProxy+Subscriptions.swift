@@ -55,7 +55,8 @@ extension DiscoveryProxy {
                 session: session, id: id, owner: request.name, type: request.type,
                 presentation: ZonePresentation(
                     link: plan.link, suppressLinkLocal: configuration.suppressLinkLocal,
-                    hidesPrivateAddresses: configuration.privateRealms.hidesPrivateAddresses(of: plan.link, from: client)),
+                    hidesPrivateAddresses: configuration.privateRealms.hidesPrivateAddresses(
+                        of: plan.link, from: client)),
                 sink: sink, appliesUsableRule: appliesUsableRule)
             var initial: [PushChange] = []
             var keys: [BrowseKey] = []
@@ -151,16 +152,23 @@ extension DiscoveryProxy {
         if let hidden = catalog.hiddenLink(holding: request.name, from: client) {
             return noteRefused(.link(hidden.interface), client: client, asking: "RECONFIRM")
         }
-        guard case .mdns(let plan) = catalog.plan(Question(name: request.name, type: request.type, qclass: request.rrClass)),
+        guard
+            case .mdns(let plan) = catalog.plan(
+                Question(name: request.name, type: request.type, qclass: request.rrClass)),
             let rdata = try? RData(type: request.type, wire: request.rdata)
         else { return }
         let key = BrowseKey(interface: plan.link.interface, name: plan.localName, type: plan.type)
         let now = scheduler.now()
         let configuration = self.configuration
-        enum Step { case none, verify(MDNSRecord), removed([PushDelivery]) }
+        enum Step {
+            case none
+            case verify(MDNSRecord)
+            case removed([PushDelivery])
+        }
         let step = state.withLock { state -> Step in
             guard let browse = state.table.browses[key],
-                browse.isEstablished(now: now, negativeTimeout: state.table.negativeTimeout(on: key.interface, configuration))
+                browse.isEstablished(
+                    now: now, negativeTimeout: state.table.negativeTimeout(on: key.interface, configuration))
             else { return .none }
             let presentation = ZonePresentation(link: plan.link, suppressLinkLocal: configuration.suppressLinkLocal)
             if let held = browse.records.first(where: {
@@ -170,7 +178,9 @@ extension DiscoveryProxy {
             }
             return .removed(
                 state.subscriptions.subscribers(of: key).map {
-                    PushDelivery(sink: $0.sink, subscription: $0.id, changes: [.remove($0.owner, request.type, rdata: request.rdata)])
+                    PushDelivery(
+                        sink: $0.sink, subscription: $0.id,
+                        changes: [.remove($0.owner, request.type, rdata: request.rdata)])
                 })
         }
         switch step {

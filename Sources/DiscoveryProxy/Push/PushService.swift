@@ -94,7 +94,8 @@ public final class PushService: Sendable {
         metrics.sessions(count)
         metrics.sessionEnded(reason)
         if wasLive {
-            logger.debug("DSO session ended", metadata: ["dso.session": "\(session.id)", "dso.reason": "\(reason.rawValue)"])
+            logger.debug(
+                "DSO session ended", metadata: ["dso.session": "\(session.id)", "dso.reason": "\(reason.rawValue)"])
         }
     }
 }

@@ -125,7 +125,9 @@ public final class PushSession: PushSink, Sendable {
     /// Server shutdown: an established session is told to go away with a unidirectional Retry
     /// Delay (§7.2, RCODE NOERROR) and given time to close; any other is closed.
     public func shutdown() {
-        goAway(.shutdown, rcode: .noError, retryDelay: .retryDelay(milliseconds: Self.milliseconds(configuration.busyRetryDelay)))
+        goAway(
+            .shutdown, rcode: .noError,
+            retryDelay: .retryDelay(milliseconds: Self.milliseconds(configuration.busyRetryDelay)))
     }
 
     /// After a reload: a client the new ACL refuses, or one holding a subscription it may no
@@ -142,7 +144,8 @@ public final class PushSession: PushSink, Sendable {
                     })
         }
         guard revoked else { return }
-        logger.info("DNS Push session revoked: the new configuration refuses its client or hides a subscription",
+        logger.info(
+            "DNS Push session revoked: the new configuration refuses its client or hides a subscription",
             metadata: ["dso.session": "\(id)"])
         goAway(.refused, rcode: .refused, retryDelay: Self.retryDelay(for: .refused))
     }
@@ -192,7 +195,8 @@ public final class PushSession: PushSink, Sendable {
         if phase == .refused {
             // Over the session limit: busy, come back later (§7.2), then close.
             respond(
-                to: message.id, rcode: .refused, extra: [.retryDelay(milliseconds: Self.milliseconds(configuration.busyRetryDelay))],
+                to: message.id, rcode: .refused,
+                extra: [.retryDelay(milliseconds: Self.milliseconds(configuration.busyRetryDelay))],
                 padded: padded)
             return leave(.limit)
         }
@@ -211,7 +215,8 @@ public final class PushSession: PushSink, Sendable {
             // §7.1: the response carries exactly one Keepalive TLV, with the server's values.
             let keepalive = DSOTLV.keepalive(
                 inactivityMilliseconds: Self.milliseconds(configuration.inactivityTimeout),
-                keepaliveMilliseconds: Self.milliseconds(max(configuration.keepaliveInterval, PushConfiguration.minimumKeepalive)))
+                keepaliveMilliseconds: Self.milliseconds(
+                    max(configuration.keepaliveInterval, PushConfiguration.minimumKeepalive)))
             respond(to: message.id, rcode: .noError, extra: [keepalive], padded: padded, establishes: true)
         case DSOTLV.subscribeType:
             subscribe(message, primary, padded: padded)
@@ -265,7 +270,8 @@ public final class PushSession: PushSink, Sendable {
         enum Check { case ok, duplicate, full }
         let check = state.withLock { state -> Check in
             if state.subscriptions.values.contains(where: {
-                $0.request.name == request.name && $0.request.type == request.type && $0.request.rrClass == request.rrClass
+                $0.request.name == request.name && $0.request.type == request.type
+                    && $0.request.rrClass == request.rrClass
             }) {
                 return .duplicate
             }
@@ -314,11 +320,12 @@ public final class PushSession: PushSink, Sendable {
 
     /// RFC 8765 §6.2.2: how long not to retry a SUBSCRIBE after each error.
     static func retryDelay(for rcode: RCode) -> DSOTLV {
-        let seconds: UInt32 = switch rcode {
-        case .servFail: 60
-        case .notImp, .dsoTypeNI: 3600
-        default: 300
-        }
+        let seconds: UInt32 =
+            switch rcode {
+            case .servFail: 60
+            case .notImp, .dsoTypeNI: 3600
+            default: 300
+            }
         return .retryDelay(milliseconds: seconds * 1000)
     }
 
@@ -432,7 +439,8 @@ public final class PushSession: PushSink, Sendable {
             return (nil, next - now)
         }
         if let reason = verdict.0 {
-            logger.debug("DSO session timed out", metadata: ["dso.session": "\(id)", "dso.reason": "\(reason.rawValue)"])
+            logger.debug(
+                "DSO session timed out", metadata: ["dso.session": "\(id)", "dso.reason": "\(reason.rawValue)"])
             end(reason, close: true, abort: true)
         } else if verdict.1 > .zero {
             armTimer(after: verdict.1)

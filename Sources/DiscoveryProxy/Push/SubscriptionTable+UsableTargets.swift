@@ -45,7 +45,9 @@ extension SubscriptionTable {
 
     /// The subscriptions on `interface` whose records the rule may withhold, re-evaluated
     /// (address browses may have settled since).
-    mutating func recheck(_ interface: String, in table: BrowseTable, now: Duration, pending: inout Bool) -> [PushDelivery] {
+    mutating func recheck(_ interface: String, in table: BrowseTable, now: Duration, pending: inout Bool)
+        -> [PushDelivery]
+    {
         dependents(on: interface).flatMap { reevaluate($0, changes: [], in: table, now: now, pending: &pending) }
     }
 
@@ -98,7 +100,8 @@ extension SubscriptionTable {
                     case .removed(let record): subscriber.change(for: record, adding: false)
                     }
                 }
-                return out.isEmpty ? nil : PushDelivery(sink: subscriber.sink, subscription: subscriber.id, changes: out)
+                return out.isEmpty
+                    ? nil : PushDelivery(sink: subscriber.sink, subscription: subscriber.id, changes: out)
             }
         }
         let snapshot = table.snapshot(for: key, now: now)
@@ -120,7 +123,9 @@ extension SubscriptionTable {
                     }
                 case .removed(let record):
                     // A withheld record was never seen: its removal is not news.
-                    guard let wire = subscriber.wire(of: record), subscriber.withheld.remove(wire) == nil else { continue }
+                    guard let wire = subscriber.wire(of: record), subscriber.withheld.remove(wire) == nil else {
+                        continue
+                    }
                     subscriber.change(for: record, adding: false).map { out.append($0) }
                 }
             }
@@ -136,7 +141,9 @@ extension SubscriptionTable {
                 }
             }
             list[index] = subscriber
-            if !out.isEmpty { deliveries.append(PushDelivery(sink: subscriber.sink, subscription: subscriber.id, changes: out)) }
+            if !out.isEmpty {
+                deliveries.append(PushDelivery(sink: subscriber.sink, subscription: subscriber.id, changes: out))
+            }
         }
         byKey[key] = list
         return deliveries

@@ -1,4 +1,5 @@
 import DNSWire
+
 /// Private address realms (RFC 8766 §5.5.2): an RFC 1918 or Unique Local (RFC 4193) address
 /// reaches its host only from inside the network that routes it. A site with several such
 /// networks names them here: a link is in a realm (`Link.realm`), and clients are placed in

@@ -1,8 +1,8 @@
+internal import CAvahiClient
 import DNSWire
 import EventCounting
 import Logging
 import Synchronization
-internal import CAvahiClient
 
 #if canImport(Glibc)
 import Glibc
@@ -31,7 +31,8 @@ extension AvahiBackend {
         var attempts = 0
         while true {
             let slot: AvahiClientSlot
-            if let index = ConnectionLife.placement(self.slots.map { ($0.queries.count, $0.capacity, $0.life.status) }) {
+            if let index = ConnectionLife.placement(self.slots.map { ($0.queries.count, $0.capacity, $0.life.status) })
+            {
                 slot = self.slots[index]
             } else {
                 slot = self.makeSlot()
@@ -85,7 +86,8 @@ extension AvahiBackend {
     /// An error no retry changes: the request itself is one avahi cannot take.
     static func isLasting(_ error: Int32) -> Bool {
         switch error {
-        case Int32(AVAHI_ERR_INVALID_DOMAIN_NAME), Int32(AVAHI_ERR_INVALID_INTERFACE), Int32(AVAHI_ERR_INVALID_PROTOCOL),
+        case Int32(AVAHI_ERR_INVALID_DOMAIN_NAME), Int32(AVAHI_ERR_INVALID_INTERFACE),
+            Int32(AVAHI_ERR_INVALID_PROTOCOL),
             Int32(AVAHI_ERR_INVALID_FLAGS), Int32(AVAHI_ERR_INVALID_DNS_CLASS), Int32(AVAHI_ERR_INVALID_DNS_TYPE),
             Int32(AVAHI_ERR_INVALID_ARGUMENT), Int32(AVAHI_ERR_NOT_SUPPORTED):
             true
@@ -113,19 +115,19 @@ extension AvahiBackend {
         }
         let browser = avahiName.withCString { name in
             self.call("create a record browser", on: slot) {
-            avahi_record_browser_new(
-                client,
-                interfaceIndex,
-                AvahiProtocol(AVAHI_PROTO_UNSPEC),
-                name,
-                RRClass.in.rawValue,
-                query.question.type.rawValue,
-                // Always multicast: without the flag avahi may ask wide-area unicast DNS for
-                // names outside .local (reverse names, RFC 8766 §5.4), or loop back to us.
-                AVAHI_LOOKUP_USE_MULTICAST,
-                recordCallback,
-                Unmanaged.passUnretained(query).toOpaque()
-            )
+                avahi_record_browser_new(
+                    client,
+                    interfaceIndex,
+                    AvahiProtocol(AVAHI_PROTO_UNSPEC),
+                    name,
+                    RRClass.in.rawValue,
+                    query.question.type.rawValue,
+                    // Always multicast: without the flag avahi may ask wide-area unicast DNS for
+                    // names outside .local (reverse names, RFC 8766 §5.4), or loop back to us.
+                    AVAHI_LOOKUP_USE_MULTICAST,
+                    recordCallback,
+                    Unmanaged.passUnretained(query).toOpaque()
+                )
             }
         }
         guard let browser else { return avahi_client_errno(client) }
@@ -150,7 +152,8 @@ extension AvahiBackend {
         let (client, outcome) = self.worker.watch(
             "connect to avahi-daemon",
             socket: {
-                UnsafeMutablePointer<CAvahiRecordingPoll>(bitPattern: socketAddress).map(cavahi_recording_poll_socket) ?? -1
+                UnsafeMutablePointer<CAvahiRecordingPoll>(bitPattern: socketAddress).map(cavahi_recording_poll_socket)
+                    ?? -1
             }
         ) {
             avahi_client_new(
@@ -383,7 +386,8 @@ extension AvahiBackend {
     func noteOutage(_ reason: String, slot: AvahiClientSlot) {
         let stalled = self.published.withLock { $0.stalledSince != nil }
         if !self.outage.lost() || stalled {  // a stall was logged once already
-            self.logger.debug("avahi still unavailable", metadata: ["mdns.client": "\(slot.id)", "mdns.error": "\(reason)"])
+            self.logger.debug(
+                "avahi still unavailable", metadata: ["mdns.client": "\(slot.id)", "mdns.error": "\(reason)"])
         } else {
             self.logger.warning(
                 "lost avahi-daemon; retrying",

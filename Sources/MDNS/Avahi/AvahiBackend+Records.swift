@@ -1,6 +1,6 @@
+internal import CAvahiClient
 import DNSWire
 import Logging
-internal import CAvahiClient
 
 #if canImport(Glibc)
 import Glibc
@@ -33,7 +33,8 @@ extension AvahiBackend {
             // Nearly always the question's own name: share its storage rather than keep a
             // copy per record (exact bytes, so that the responder's spelling is kept).
             if recordName.wireBytes == query.question.name.wireBytes { recordName = query.question.name }
-            let bytes: [UInt8] = if let rdata, size > 0 { Array(UnsafeRawBufferPointer(start: rdata, count: size)) } else { [] }
+            let bytes: [UInt8] =
+                if let rdata, size > 0 { Array(UnsafeRawBufferPointer(start: rdata, count: size)) } else { [] }
             let record = MDNSRecord(
                 name: recordName,
                 type: RRType(rawValue: type),

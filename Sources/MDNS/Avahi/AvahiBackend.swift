@@ -1,9 +1,9 @@
+internal import CAvahiClient
+import CoreMetrics
 import DNSWire
 import EventCounting
-import CoreMetrics
 import Logging
 import Synchronization
-internal import CAvahiClient
 
 #if canImport(Glibc)
 import Glibc
@@ -144,7 +144,8 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     ///   - requestDeadline: how long one call may wait for the daemon (see "Stalls").
     ///   - requestQueueLimit: new queries waiting to be made; beyond it `startQuery` throws `.busy`.
     public init(
-        logger: Logger, clientObjectLimit: Int = defaultClientObjectLimit, totalObjectBudget: Int = defaultTotalObjectBudget,
+        logger: Logger, clientObjectLimit: Int = defaultClientObjectLimit,
+        totalObjectBudget: Int = defaultTotalObjectBudget,
         requestDeadline: Duration = defaultRequestDeadline, requestQueueLimit: Int = defaultRequestQueueLimit,
         metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) throws(MDNSError) {
@@ -153,7 +154,8 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
             throw .daemon("cannot create the avahi threaded poll")
         }
         self.logger = logger
-        self.published = Mutex(Published(limits: AvahiObjectLimits(perClient: clientObjectLimit, total: totalObjectBudget)))
+        self.published = Mutex(
+            Published(limits: AvahiObjectLimits(perClient: clientObjectLimit, total: totalObjectBudget)))
         self.poll = poll
         self.pollAPI = avahi_threaded_poll_get(poll)
         self.recordingPoll = .allocate(capacity: 1)
@@ -161,7 +163,8 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
         self.reconnects = EventCounter(label: "mdns_backend_reconnects_total", factory: metricsFactory)
         self.stalls = EventCounter(label: "mdns_backend_stalls_total", factory: metricsFactory)
         self.worker = AvahiWorker(
-            deadline: requestDeadline, capacity: requestQueueLimit, connection: "queries", metricsFactory: metricsFactory,
+            deadline: requestDeadline, capacity: requestQueueLimit, connection: "queries",
+            metricsFactory: metricsFactory,
             perform: { [weak self] jobs in
                 guard let self else { return }
                 self.withPollLock { jobs.forEach { $0() } }
@@ -318,7 +321,8 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
         } catch {
             // Refused by the daemon: the holder hears `.failed`. `place` has kept the query for
             // a retry (`.restarted` when it runs), unless avahi can never take it.
-            self.logger.debug("cannot start mDNS query", metadata: ["mdns.query": "\(query.id)", "mdns.error": "\(error)"])
+            self.logger.debug(
+                "cannot start mDNS query", metadata: ["mdns.query": "\(query.id)", "mdns.error": "\(error)"])
             self.emit(.failed(error.description), to: query)
         }
     }
@@ -366,12 +370,15 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
     /// Closes a connection torn down for a stall (a job): its queries keep their records and
     /// are verified when their browsers are made again, on a new connection a second later.
     func tearDown(_ slot: AvahiClientSlot) {
-        guard slot.tornDown, slot.client != nil, !self.isShutDown, self.slots.contains(where: { $0 === slot }) else { return }
+        guard slot.tornDown, slot.client != nil, !self.isShutDown, self.slots.contains(where: { $0 === slot }) else {
+            return
+        }
         self.keepRecords(of: slot)
         self.closeConnection(of: slot)  // closes the bus first: nothing waits
         slot.life.cannotConnect(now: .now)
         slot.life.hold(now: .now)  // as for a daemon that went away: records kept 120 s at most
-        self.logger.debug("avahi connection torn down after a stall; reconnecting", metadata: ["mdns.client": "\(slot.id)"])
+        self.logger.debug(
+            "avahi connection torn down after a stall; reconnecting", metadata: ["mdns.client": "\(slot.id)"])
         self.reschedule(slot)
         self.publish()
     }
@@ -406,7 +413,8 @@ public final class AvahiBackend: MDNSBackend, @unchecked Sendable {
         }
         guard let since else { return }
         self.logger.notice(
-            "avahi-daemon answers again", metadata: ["mdns.stalled_ms": "\(Self.milliseconds(ContinuousClock.now - since))"])
+            "avahi-daemon answers again",
+            metadata: ["mdns.stalled_ms": "\(Self.milliseconds(ContinuousClock.now - since))"])
     }
 
     // MARK: Helpers

@@ -1,7 +1,7 @@
+internal import CAvahiClient
 import DNSWire
 import Logging
 import Synchronization
-internal import CAvahiClient
 
 #if canImport(Glibc)
 import Glibc

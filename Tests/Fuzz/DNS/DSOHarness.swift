@@ -266,7 +266,8 @@ struct DSORun {
             // The harness's PTR (held once mDNS added it), a PTR never added (its removal is
             // pushed at once), A, AAAA, SRV as the query harness's records, raw octets, nothing.
             switch input.byte() % 7 {
-            case 0: rdata = QueryHarness.wire((try? DNSName(labels: [Array("Fuzz Printer".utf8)] + name.labels)) ?? name)
+            case 0:
+                rdata = QueryHarness.wire((try? DNSName(labels: [Array("Fuzz Printer".utf8)] + name.labels)) ?? name)
             case 1: rdata = [192, 0, 2, 7]
             case 2: rdata = [0x20, 0x01, 0x0D, 0xB8] + [UInt8](repeating: 1, count: 12)
             case 3: rdata = [0, 0, 0, 0, 0x02, 0x77] + QueryHarness.wire(DSOHarness.name(["fuzz", "lab1", "example"]))
@@ -295,13 +296,14 @@ struct DSORun {
             let handle = live[handleSelector % live.count]
             let records = QueryHarness.records(for: handle.question, raw: raw)
             let record = records[recordSelector % records.count]
-            let event: MDNSEvent = switch kind % 8 {
-            case 0, 1, 2: .added(record)
-            case 3, 4: .removed(record)
-            case 5: .allForNow
-            case 6: kind & 8 != 0 ? .verifying : .restarted
-            default: .failed("fuzz")
-            }
+            let event: MDNSEvent =
+                switch kind % 8 {
+                case 0, 1, 2: .added(record)
+                case 3, 4: .removed(record)
+                case 5: .allForNow
+                case 6: kind & 8 != 0 ? .verifying : .restarted
+                default: .failed("fuzz")
+                }
             step(messageStep: false) { _ in handle.handler(event) }
         case 7:
             let name = DSOHarness.names[Int(input.byte()) % DSOHarness.names.count]
@@ -314,7 +316,9 @@ struct DSORun {
                 connectionQuery(bytes)
             } else {
                 step(messageStep: false) { run in
-                    run.proxy.handle(query: bytes, from: DNSClient(address: [127, 0, 0, 1], port: 5353, transport: .udp), respond: { _ in })
+                    run.proxy.handle(
+                        query: bytes, from: DNSClient(address: [127, 0, 0, 1], port: 5353, transport: .udp),
+                        respond: { _ in })
                 }
             }
         case 8:
@@ -336,11 +340,15 @@ struct DSORun {
                 name: DSOHarness.names[Int(input.byte()) % DSOHarness.names.count],
                 type: DSOHarness.types[Int(input.byte()) % DSOHarness.types.count])
             // A duplicate would end the observer (§6.2); that is the client's part to try.
-            guard service.configuration.batchWindow == .zero, !observerEnded, !observerLive.values.contains(request) else {
+            guard service.configuration.batchWindow == .zero, !observerEnded, !observerLive.values.contains(request)
+            else {
                 return
             }
-            let observer = observer ?? service.openSession(
-                client: DNSClient(address: [127, 0, 0, 1], port: 853, transport: .tcp), transport: observerTransport)
+            let observer =
+                observer
+                ?? service.openSession(
+                    client: DNSClient(address: [127, 0, 0, 1], port: 853, transport: .tcp), transport: observerTransport
+                )
             self.observer = observer
             let id = observerNextID
             observerNextID &+= 1
@@ -374,7 +382,8 @@ struct DSORun {
         if ended {
             if session != nil { retired.append(transport) }
             transport = CaptureTransport()
-            session = service.openSession(client: DNSClient(address: client, port: 853, transport: .tcp), transport: transport)
+            session = service.openSession(
+                client: DNSClient(address: client, port: 853, transport: .tcp), transport: transport)
             ended = false
             live = [:]
             unsubscribed = []
@@ -413,7 +422,9 @@ struct DSORun {
         let reconfirmsBefore = backend.reconfirms.count
         body(&self)
         let view = DSOHarness.views[configuration]
-        for old in retired where !old.take().isEmpty { violation("a message sent (or a close) after the connection ended") }
+        for old in retired where !old.take().isEmpty {
+            violation("a message sent (or a close) after the connection ended")
+        }
 
         // The request this step delivered, if the session may answer it.
         var request: (id: UInt16, message: DSOMessage?)?
@@ -482,20 +493,24 @@ struct DSORun {
         }
         if service.subscriptionCount != live.count + observerLive.count {
             violation(
-                "the service counts \(service.subscriptionCount) subscriptions, \(live.count) + \(observerLive.count) were answered NOERROR")
+                "the service counts \(service.subscriptionCount) subscriptions, \(live.count) + \(observerLive.count) were answered NOERROR"
+            )
         }
         if live.isEmpty, proxySubscriptions(of: session) != 0 {
-            violation("the proxy holds \(proxySubscriptions(of: session)) subscriptions of a session that has none (leaked)")
+            violation(
+                "the proxy holds \(proxySubscriptions(of: session)) subscriptions of a session that has none (leaked)")
         }
         if observerLive.isEmpty, proxySubscriptions(of: observer) != 0 {
-            violation("the proxy holds \(proxySubscriptions(of: observer)) subscriptions of the observer, which has none")
+            violation(
+                "the proxy holds \(proxySubscriptions(of: observer)) subscriptions of the observer, which has none")
         }
 
         // ACL and views.
         guard !DSOHarness.skipped.contains("acl") else { return }
         if !view.admits(client) {
             if proxySubscriptions(of: session) != 0 {
-                aclViolation("the proxy holds \(proxySubscriptions(of: session)) subscriptions of a client the ACL refuses")
+                aclViolation(
+                    "the proxy holds \(proxySubscriptions(of: session)) subscriptions of a client the ACL refuses")
             }
             if messageStep, backend.all.count != startsBefore {
                 aclViolation("a client the ACL refuses started \(backend.all.count - startsBefore) mDNS queries")
@@ -505,7 +520,8 @@ struct DSORun {
             }
         }
         if messageStep {
-            for handle in backend.all.dropFirst(startsBefore) where view.hides(interface: handle.question.interface, from: client) {
+            for handle in backend.all.dropFirst(startsBefore)
+            where view.hides(interface: handle.question.interface, from: client) {
                 aclViolation("a client that may not see \(handle.question.interface) started an mDNS query there")
             }
             for question in backend.reconfirms.dropFirst(reconfirmsBefore)
@@ -517,7 +533,8 @@ struct DSORun {
             let kept = live.values.first(where: { !view.admits(client) || view.hides($0.name, from: client) })
         {
             aclViolation(
-                "[revoke] the session goes on holding a subscription (\(kept.name) \(kept.type)) the configuration no longer gives its client")
+                "[revoke] the session goes on holding a subscription (\(kept.name) \(kept.type)) the configuration no longer gives its client"
+            )
         }
     }
 
@@ -536,7 +553,10 @@ struct DSORun {
         var responded = false
         var retryDelayPending = false
         for event in observerTransport.take() {
-            if DSOHarness.tracing { trace("  (observer)"); traceEvent(event) }
+            if DSOHarness.tracing {
+                trace("  (observer)")
+                traceEvent(event)
+            }
             if retryDelayPending, case .send = event { violation("observer: a message after the Retry Delay") }
             switch event {
             case .close, .awaitClose:
@@ -555,7 +575,9 @@ struct DSORun {
                     if message.rcode == .noError { observerLive[id] = subscribe }
                     continue
                 }
-                guard message.id == 0, let primary = message.primary else { violation("observer: a request from the server") }
+                guard message.id == 0, let primary = message.primary else {
+                    violation("observer: a request from the server")
+                }
                 if primary.type == DSOTLV.retryDelayType {
                     retryDelayPending = true
                     continue
@@ -569,10 +591,13 @@ struct DSORun {
                     }
                     guard clientStep, !DSOHarness.skipped.contains("acl") else { continue }
                     if !view.admits(client) {
-                        aclViolation("a message of a client the ACL refuses pushed \(change.name) \(change.type) to another session")
+                        aclViolation(
+                            "a message of a client the ACL refuses pushed \(change.name) \(change.type) to another session"
+                        )
                     }
                     if view.hides(change.name, from: client) {
-                        aclViolation("a message of a client that may not see \(change.name) pushed it to another session")
+                        aclViolation(
+                            "a message of a client that may not see \(change.name) pushed it to another session")
                     }
                 }
             }
@@ -591,8 +616,9 @@ struct DSORun {
         case .send(let bytes):
             if let message = try? DSOMessage(wire: bytes) {
                 let push = message.primary.flatMap { try? PushNotification(tlv: $0) }
-                trace("  sent ID \(message.id) QR \(message.isResponse) RCODE \(message.rcode) TLVs \(message.tlvs.map(\.type))"
-                    + (push.map { " changes \($0.changes.map { "\($0.name) \($0.type) ttl \($0.ttl)" })" } ?? ""))
+                trace(
+                    "  sent ID \(message.id) QR \(message.isResponse) RCODE \(message.rcode) TLVs \(message.tlvs.map(\.type))"
+                        + (push.map { " changes \($0.changes.map { "\($0.name) \($0.type) ttl \($0.ttl)" })" } ?? ""))
             } else {
                 trace("  sent \(bytes.count) undecodable octets")
             }
@@ -647,7 +673,9 @@ struct DSORun {
             func covers(_ subscription: PushSubscribe) -> Bool { Self.covers(subscription, change) }
             if !DSOHarness.skipped.contains("acl") {
                 if !view.admits(client) { aclViolation("a PUSH to a client the ACL refuses: \(change.name)") }
-                if view.hides(change.name, from: client) { aclViolation("a PUSH of \(change.name) to a client that may not see it") }
+                if view.hides(change.name, from: client) {
+                    aclViolation("a PUSH of \(change.name) to a client that may not see it")
+                }
             }
             if live.values.contains(where: covers) { continue }
             if unsubscribed.contains(where: covers) {
@@ -692,7 +720,8 @@ struct DSORun {
         step(messageStep: false) { run in run.clock.advance(by: idle * 2 + idle / 4) }
         if proxy.subscriptionCount != 0 { violation("\(proxy.subscriptionCount) subscriptions left in the proxy") }
         if service.sessionCount != 0 || service.subscriptionCount != 0 {
-            violation("the service still counts \(service.sessionCount) sessions, \(service.subscriptionCount) subscriptions")
+            violation(
+                "the service still counts \(service.sessionCount) sessions, \(service.subscriptionCount) subscriptions")
         }
         let live = backend.live
         if !live.isEmpty { violation("\(live.count) mDNS queries never released, e.g. \(live[0].question)") }

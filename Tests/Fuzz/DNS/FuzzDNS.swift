@@ -94,7 +94,8 @@ enum QueryHarness {
         let proxy = DiscoveryProxy(configuration: configuration, backend: backend, scheduler: clock, logger: logger)
         let replies = Mutex<[[UInt8]?]>([])
         let transport: DNSTransport = bytes.count > 1 && bytes[1] & 1 == 1 ? .tcp : .udp
-        proxy.handle(query: bytes, from: DNSClient(address: [127, 0, 0, 1], port: 5353, transport: transport)) { reply in
+        proxy.handle(query: bytes, from: DNSClient(address: [127, 0, 0, 1], port: 5353, transport: transport)) {
+            reply in
             replies.withLock { $0.append(reply) }
         }
 
@@ -138,7 +139,8 @@ enum QueryHarness {
             out.append(MDNSRecord(name: name, type: .a, rdata: [169, 254, 1, 1]))
         case .aaaa:
             out.append(MDNSRecord(name: name, type: .aaaa, rdata: [0xfe, 0x80] + Array(repeating: 0, count: 13) + [1]))
-            out.append(MDNSRecord(name: name, type: .aaaa, rdata: [0x20, 0x01, 0x0d, 0xb8] + Array(repeating: 1, count: 12)))
+            out.append(
+                MDNSRecord(name: name, type: .aaaa, rdata: [0x20, 0x01, 0x0d, 0xb8] + Array(repeating: 1, count: 12)))
         default:
             break
         }
@@ -201,6 +203,8 @@ final class FuzzBackend: MDNSBackend {
 /// libFuzzer's driver (compiler-rt, linked by -sanitize=fuzzer). A direct reference, so the
 /// static archive member is linked in; pointer and int arguments pass the same way in Swift's
 /// and C's conventions.
+// swift-format-ignore: AlwaysUseLowerCamelCase
+// libFuzzer's C name.
 @_silgen_name("LLVMFuzzerRunDriver")
 func LLVMFuzzerRunDriver(
     _ argc: UnsafeMutablePointer<CInt>,

@@ -80,7 +80,8 @@ enum TCPHarness {
         while offset < stream.count {
             // At most `maxChunks` writes (each costs a pass through the unoptimised, instrumented
             // pipeline); the rest of the stream goes in the last one.
-            let size = cuts.isEmpty || cutIndex == Self.maxChunks - 1 ? stream.count : Int(cuts[cutIndex % cuts.count]) + 1
+            let size =
+                cuts.isEmpty || cutIndex == Self.maxChunks - 1 ? stream.count : Int(cuts[cutIndex % cuts.count]) + 1
             cutIndex += 1
             let chunk = stream[offset..<min(stream.count, offset + size)]
             offset += chunk.count
@@ -110,10 +111,13 @@ enum TCPHarness {
         }
         let completed = responder.completedAnswers
         for (index, answer) in completed.enumerated() {
-            guard let length = output.readInteger(as: UInt16.self), let body = output.readSlice(length: Int(length)) else {
+            guard let length = output.readInteger(as: UInt16.self), let body = output.readSlice(length: Int(length))
+            else {
                 fatalError("client read \(index) answers, \(completed.count) completed")
             }
-            guard ScriptedResponder.matches(body, answer) else { fatalError("answer \(index) is not the one completed") }
+            guard ScriptedResponder.matches(body, answer) else {
+                fatalError("answer \(index) is not the one completed")
+            }
         }
         guard output.readableBytes == 0 else { fatalError("more written than answered, or a partial frame") }
 
@@ -198,7 +202,9 @@ final class ScriptedResponder: DNSResponder {
         var answer = [UInt8](repeating: 0x55, count: length)
         answer[0] = 0xAA
         answer.withUnsafeMutableBytes { out in
-            query.withUnsafeBytes { out.baseAddress!.advanced(by: 1).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            query.withUnsafeBytes {
+                out.baseAddress!.advanced(by: 1).copyMemory(from: $0.baseAddress!, byteCount: $0.count)
+            }
         }
         if length <= Int(UInt16.max) {
             self.state.withLock { $0.completedAnswers.append(Answer(query: query, length: length)) }
