@@ -65,7 +65,7 @@ enum DecodeHarness {
     }
 }
 
-/// (b) `DiscoveryProxy.handle(query:overTCP:respond:)` with an in-memory mDNS backend and a
+/// (b) `DiscoveryProxy.handle(query:from:respond:)` with an in-memory mDNS backend and a
 /// manual clock. Each input gets a fresh proxy. Every mDNS query the proxy starts is answered
 /// with records (well-formed ones and raw RDATA cut from the input), then the clock runs past
 /// the negative timeout so every waiter is answered. Checks: `respond` is called exactly once,
