@@ -114,12 +114,14 @@ import Testing
                 replays: caches))
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 53)).wait()
         let remote = try SocketAddress(ipAddress: "203.0.113.5", port: 5300)
-        for id: UInt8 in 1...3 {
-            let q = [0, id] + query[2...]
-            try channel.writeInbound(AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: q)))
+        /// Sends the query with `id` and checks that the reply carries it.
+        func ask(_ id: UInt8) throws {
+            try channel.writeInbound(
+                AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: [0, id] + query[2...])))
             let reply = try #require(try channel.readOutbound(as: AddressedEnvelope<ByteBuffer>.self))
             #expect(Array(reply.data.readableBytesView.prefix(2)) == [0, id])
         }
+        for id: UInt8 in 1...3 { try ask(id) }
         #expect(responder.calls.load(ordering: .relaxed) == 1)
         loop.advanceTime(by: .seconds(1))
         #expect(permission.reported.load(ordering: .relaxed) == 2, "the sweep reports replays")
@@ -127,19 +129,11 @@ import Testing
         // A reload turns replay off (`replay-answers: false`): every query reaches the
         // responder, and on again, the first one does.
         caches.isOn.set(false)
-        for id: UInt8 in 4...5 {
-            try channel.writeInbound(
-                AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: [0, id] + query[2...])))
-            _ = try channel.readOutbound(as: AddressedEnvelope<ByteBuffer>.self)
-        }
+        for id: UInt8 in 4...5 { try ask(id) }
         #expect(responder.calls.load(ordering: .relaxed) == 3)
         loop.advanceTime(by: .seconds(1))  // the sweep empties the table
         caches.isOn.set(true)
-        for id: UInt8 in 6...7 {
-            try channel.writeInbound(
-                AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: [0, id] + query[2...])))
-            _ = try channel.readOutbound(as: AddressedEnvelope<ByteBuffer>.self)
-        }
+        for id: UInt8 in 6...7 { try ask(id) }
         #expect(responder.calls.load(ordering: .relaxed) == 4)
         caches.stop()
     }
