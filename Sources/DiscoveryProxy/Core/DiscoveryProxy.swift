@@ -153,10 +153,11 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
             return stats
         }
         // Answers by RCODE are `dns_queries_total`'s counts: one store per event.
-        stats.answered = metrics.answered()
-        stats.servFail = metrics.answered(rcode: "SERVFAIL")
-        stats.notImp = metrics.answered(rcode: "NOTIMP")
-        stats.badVers = metrics.answered(rcode: "BADVERS")
+        let answered = metrics.answeredByRcode()
+        stats.answered = answered.values.reduce(0, +)
+        stats.servFail = answered["\(RCode.servFail)", default: 0]
+        stats.notImp = answered["\(RCode.notImp)", default: 0]
+        stats.badVers = answered["\(RCode.badVers)", default: 0]
         stats.dropped = metrics.dropped.value
         stats.inFlight = output.inFlight
         stats.refused = metrics.refused.value

@@ -110,11 +110,11 @@ final class ProxyMetrics: Sendable {
         answerDuration[cache]?.record(duration: seconds)
     }
 
-    /// `dns_queries_total` over every transport and type: with one RCODE (`"SERVFAIL"`), or
-    /// all of them (nil). The status page's answer counts are these, not counts of their own.
-    func answered(rcode: String? = nil) -> Int {
+    /// `dns_queries_total` over every transport and type, by RCODE (`"SERVFAIL"`). The status
+    /// page's answer counts are these, not counts of their own.
+    func answeredByRcode() -> [String: Int] {
         answerCounters.withLock { cache in
-            cache.reduce(0) { $0 + (rcode == nil || $1.key.rcode == rcode ? $1.value.queries.value : 0) }
+            cache.reduce(into: [:]) { $0[$1.key.rcode, default: 0] += $1.value.queries.value }
         }
     }
 
