@@ -54,11 +54,14 @@ final class BrowseDomainAnnouncer: Sendable {
         self.logger = logger
     }
 
-    /// The zones announced now, by interface.
-    var zones: [String: [DNSName]] { last.withLock { $0?.zones ?? [:] } }
+    /// The advertisement published last; nil before the first.
+    var published: BrowseDomainAdvertisement? { last.withLock { $0 } }
 
     func apply(_ configuration: AppConfiguration, interfaces: InterfaceTable) {
-        let advertisement = BrowseDomainAdvertisement(configuration: configuration, interfaces: interfaces)
+        publish(BrowseDomainAdvertisement(configuration: configuration, interfaces: interfaces))
+    }
+
+    func publish(_ advertisement: BrowseDomainAdvertisement) {
         for (interface, zones) in advertisement.zones.sorted(by: { $0.key < $1.key }) {
             logger.info(
                 "advertising browse domains over mDNS",

@@ -1,5 +1,4 @@
 import DNSServer
-import DNSWire
 import DiscoveryProxy
 import Logging
 import MDNS
@@ -25,7 +24,7 @@ struct RunningParts: Sendable {
     /// Puts `configuration` in force; `refreshing` names links whose browses are re-created
     /// (their interface changed).
     func apply(_ configuration: AppConfiguration, interfaces: InterfaceTable, refreshing: Set<String> = []) {
-        let expected = Settings(configuration, interfaces: interfaces, pushListener: pushListener?.current)
+        let expected = Settings.given(configuration, interfaces: interfaces, pushListener: pushListener?.current)
         logLevel.set(expected.logLevel)
         server.apply(expected.server)
         if let listener = expected.pushListener { pushListener?.apply(listener) }
@@ -36,7 +35,7 @@ struct RunningParts: Sendable {
         // After the limiter: the proxy's reconfigure makes every stored replay stale, so no
         // answer stored before a new rate limit is replayed past it.
         proxy.reconfigure(expected.proxy, refreshing: refreshing)
-        browseDomains.apply(configuration, interfaces: interfaces)
+        if let advertisement = expected.browseDomains { browseDomains.publish(advertisement) }
     }
 
     /// What the parts hold now.
@@ -44,7 +43,7 @@ struct RunningParts: Sendable {
         Settings(
             proxy: proxy.configuration, server: server.current, pushListener: pushListener?.current,
             push: push.configuration, rateLimit: rateLimiter.limit, avahi: avahi.limits, logLevel: logLevel.level,
-            interfaceCheck: interfaceCheck.value, browseDomains: browseDomains.zones)
+            interfaceCheck: interfaceCheck.value, browseDomains: browseDomains.published)
     }
 
     /// Every part's settings, as held or as a configuration gives them.
@@ -57,27 +56,14 @@ struct RunningParts: Sendable {
         var avahi: AvahiObjectLimits
         var logLevel: Logger.Level
         var interfaceCheck: Duration
-        var browseDomains: [String: [DNSName]]
-
-        init(
-            proxy: ProxyConfiguration, server: DNSServerConfiguration, pushListener: TLSDNSServer.Configuration?,
-            push: PushConfiguration, rateLimit: ResponseRateLimit, avahi: AvahiObjectLimits, logLevel: Logger.Level,
-            interfaceCheck: Duration, browseDomains: [String: [DNSName]]
-        ) {
-            self.proxy = proxy
-            self.server = server
-            self.pushListener = pushListener
-            self.push = push
-            self.rateLimit = rateLimit
-            self.avahi = avahi
-            self.logLevel = logLevel
-            self.interfaceCheck = interfaceCheck
-            self.browseDomains = browseDomains
-        }
+        /// The advertisement last published; nil before the first.
+        var browseDomains: BrowseDomainAdvertisement?
 
         /// What `configuration` gives each part; the TLS listener keeps the files of `pushListener`.
-        init(_ configuration: AppConfiguration, interfaces: InterfaceTable, pushListener: TLSDNSServer.Configuration?) {
-            self.init(
+        static func given(
+            _ configuration: AppConfiguration, interfaces: InterfaceTable, pushListener: TLSDNSServer.Configuration?
+        ) -> Settings {
+            Settings(
                 proxy: configuration.proxyConfiguration(interfaces: interfaces),
                 server: configuration.serverConfiguration,
                 pushListener: pushListener.map {
@@ -87,7 +73,7 @@ struct RunningParts: Sendable {
                 push: configuration.pushSessions, rateLimit: configuration.rateLimit,
                 avahi: configuration.avahi, logLevel: configuration.level,
                 interfaceCheck: configuration.interfaceCheck,
-                browseDomains: BrowseDomainAdvertisement(configuration: configuration, interfaces: interfaces).zones)
+                browseDomains: BrowseDomainAdvertisement(configuration: configuration, interfaces: interfaces))
         }
     }
 }

@@ -149,7 +149,7 @@ struct ReloadMatrixTests {
             let candidate = try Self.changed(option)
             let daemon = Daemon(reloadingTo: { candidate })
             let before = daemon.parts.settings
-            let expectedBefore = RunningParts.Settings(
+            let expectedBefore = RunningParts.Settings.given(
                 Self.base, interfaces: Self.interfaces, pushListener: daemon.parts.pushListener?.current)
             #expect(before == expectedBefore, "the parts hold what the running configuration gives them")
             let outcome = daemon.reloader.reload()
@@ -164,7 +164,7 @@ struct ReloadMatrixTests {
                 #expect(changed.first == option.key, "\(option.key): the reload saw \(changed) change")
                 #expect(restart.isEmpty, "\(option.key)")
                 #expect(after != before, "\(option.key) was accepted and changed nothing in the running parts")
-                let expected = RunningParts.Settings(
+                let expected = RunningParts.Settings.given(
                     candidate, interfaces: Self.interfaces, pushListener: daemon.parts.pushListener?.current)
                 #expect(after == expected, "\(option.key): the running parts do not hold what it gives them")
             case .restart(let because):
