@@ -22,10 +22,9 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(REPO, "docs", "ARCHITECTURE.md")
 MISS_SECTION = "A UDP cache miss, file by file"
-# Every Swift file whose code runs on a UDP cache miss, as the section walks it (37 without
-# Sources/DNSWire). Issue 43 asks for at most 20: reaching that needs folding the thin adapter
-# and helper files on the path into their neighbours in the Swift code, not a shorter walk.
-MAX_MISS_FILES = 47
+# Every Swift file whose code runs on a UDP cache miss, as the section walks it (16 without
+# Sources/DNSWire; issue 43 asked for at most 20).
+MAX_MISS_FILES = 20
 # Names from the libraries we build on (SwiftNIO, NIOExtras, NIOSSL, swift-metrics and its
 # test kit, swift-service-lifecycle, Hummingbird, Foundation/Dispatch), which the document may
 # name too. Never a project name: a stale name is fixed in the document.

@@ -1,5 +1,7 @@
 import DNSWire
 
+// The mDNS backend's contract, the token bucket that paces its queries, and names in avahi's text.
+
 /// One continuous mDNS question on one link: "tell me every record of `type` at `name`
 /// seen on interface `interface`", for as long as the query is held.
 ///
@@ -164,5 +166,138 @@ public enum MDNSError: Error, Equatable, Sendable, CustomStringConvertible {
         case .busy(let queued): return "\(queued) mDNS queries wait for avahi-daemon already"
         case .daemon(let message): return "avahi-daemon: \(message)"
         }
+    }
+}
+
+// MARK: - Pacing
+
+/// A token bucket: `rate` tokens a second, at most `burst` saved. It paces the mDNS queries
+/// the proxy starts on a link (RFC 8766 §9.3: ~20 packets/s suits 802.11) and the gateway's
+/// announcements there (`AnnouncementQueue`).
+public struct TokenBucket: Sendable {
+    public private(set) var rate: Double
+    public private(set) var burst: Double
+    private var tokens: Double
+    private var last: Duration
+
+    public init(rate: Double, burst: Double, now: Duration) {
+        self.rate = max(rate, 0.001)
+        self.burst = max(burst, 1)
+        self.tokens = self.burst
+        self.last = now
+    }
+
+    /// Whole tokens free at `now`, none taken.
+    public mutating func available(now: Duration) -> Int {
+        refill(now)
+        return max(0, Int(tokens.rounded(.down)))
+    }
+
+    /// How long after `now` the next whole token is free (zero if one is).
+    public mutating func untilNext(now: Duration) -> Duration {
+        refill(now)
+        if tokens >= 1 { return .zero }
+        return .milliseconds(Int(((1 - tokens) / rate) * 1000) + 1)
+    }
+
+    private mutating func refill(_ now: Duration) {
+        let elapsed = (now - last) / .seconds(1)
+        tokens = min(burst, tokens + max(0, elapsed) * rate)
+        last = now
+    }
+
+    /// Takes a token, returning how long the caller must wait before using it (zero when one
+    /// is free now). Reservations queue up: the bucket may go negative.
+    public mutating func reserve(now: Duration) -> Duration {
+        refill(now)
+        tokens -= 1
+        if tokens >= 0 { return .zero }
+        return .milliseconds(Int((-tokens / rate) * 1000) + 1)
+    }
+
+    /// Another rate and burst from `now` on; the whole tokens saved stay saved, up to the new
+    /// burst (a change of rate is no new burst).
+    public mutating func retune(rate: Double, burst: Double, now: Duration) {
+        refill(now)
+        self.rate = max(rate, 0.001)
+        self.burst = max(burst, 1)
+        tokens = min(self.burst, max(0, tokens.rounded(.down)))
+    }
+
+    /// Returns an unused reservation.
+    public mutating func refund() { tokens = min(burst, tokens + 1) }
+}
+
+// MARK: - Names in avahi's text
+
+/// Converts between `DNSName` (raw label bytes) and avahi's textual domain names.
+///
+/// avahi's rules (avahi-common/domain.c, 0.8): `avahi_escape_label` writes `.` and `\` as
+/// `\.` and `\\`, keeps `_`, `-`, `0-9`, `a-z`, `A-Z` as they are, and writes every other byte
+/// (space, `@`, each byte of a UTF-8 sequence, ...) as `\DDD` in decimal. `avahi_unescape_label`
+/// accepts `\.`, `\\` and `\DDD` (1...255), rejects any other backslash pair, rejects `\000`,
+/// and rejects a label that is not valid UTF-8. So labels with NUL bytes or invalid UTF-8
+/// cannot be asked for through avahi at all.
+enum AvahiName {
+    /// avahi's `AVAHI_DOMAIN_NAME_MAX`, including the terminating NUL.
+    static let maxTextLength = 1014
+
+    /// The escaped text of one label, exactly as `avahi_escape_label` produces it.
+    static func escape(label: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(label.count)
+        for byte in label {
+            switch byte {
+            case UInt8(ascii: "."), UInt8(ascii: "\\"):
+                out.append(UInt8(ascii: "\\"))
+                out.append(byte)
+            case UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"):
+                out.append(byte)
+            default:
+                out.append(UInt8(ascii: "\\"))
+                out.append(UInt8(ascii: "0") + byte / 100)
+                out.append(UInt8(ascii: "0") + (byte / 10) % 10)
+                out.append(UInt8(ascii: "0") + byte % 10)
+            }
+        }
+        // Only ASCII was written.
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The name as avahi text (labels joined by `.`, no trailing dot; `""` for the root), or nil
+    /// when avahi would reject it: a label with a NUL byte or invalid UTF-8, or text too long.
+    static func escape(_ name: DNSName) -> String? {
+        var parts: [String] = []
+        parts.reserveCapacity(name.labels.count)
+        for label in name.labels {
+            guard !label.contains(0), String(validating: label, as: UTF8.self) != nil else { return nil }
+            parts.append(self.escape(label: label))
+        }
+        let text = parts.joined(separator: ".")
+        guard text.utf8.count < self.maxTextLength else { return nil }
+        return text
+    }
+
+    /// Parses avahi text into labels. Accepts what `avahi_unescape_label` accepts plus, leniently,
+    /// `\x` for any other character x (taken literally): DNS presentation format, byte for byte.
+    /// A trailing dot is optional; `""` and `"."` are the root. Nil for an empty inner label, a
+    /// bad escape, or an invalid `DNSName`.
+    static func unescape<Bytes: Collection<UInt8>>(_ text: Bytes) -> DNSName? {
+        try? DNSName(presentation: text)
+    }
+
+    /// Parses the NUL-terminated text avahi hands to a callback; copies it.
+    static func unescape(cString: UnsafePointer<CChar>) -> DNSName? {
+        let length = strlenBytes(cString)
+        return cString.withMemoryRebound(to: UInt8.self, capacity: length) { pointer in
+            self.unescape(UnsafeBufferPointer(start: pointer, count: length))
+        }
+    }
+
+    private static func strlenBytes(_ pointer: UnsafePointer<CChar>) -> Int {
+        var length = 0
+        while pointer[length] != 0 { length += 1 }
+        return length
     }
 }

@@ -57,53 +57,6 @@ public struct Link: Hashable, Sendable {
     }
 }
 
-/// Allow and deny lists of service types such as `_ipp._tcp` (compared case-insensitively).
-/// With an allow list only those types are shared; the deny list removes types in any case.
-public struct ServiceFilter: Hashable, Sendable {
-    public var allow: Set<String>?
-    public var deny: Set<String>
-
-    public init(allow: [String]? = nil, deny: [String] = []) {
-        self.allow = allow.map { Set($0.map { $0.lowercased() }) }
-        self.deny = Set(deny.map { $0.lowercased() })
-    }
-
-    public var isOpen: Bool { allow == nil && deny.isEmpty }
-
-    /// The types every allow list of `filters` names, sorted; nil when none has one.
-    public static func allowedByAll(_ filters: [ServiceFilter]) -> [String]? {
-        let lists = filters.compactMap(\.allow)
-        guard let first = lists.first else { return nil }
-        return first.filter { type in lists.allSatisfy { $0.contains(type) } }.sorted()
-    }
-
-    public func permits(_ serviceType: String) -> Bool {
-        let type = serviceType.lowercased()
-        if deny.contains(type) { return false }
-        return allow?.contains(type) ?? true
-    }
-
-    /// Whether a name, by its labels before the zone, belongs to a service type this filter
-    /// does not share (the `_dns-sd._udp` enumeration names are always shared).
-    public func hides(_ relative: [[UInt8]]) -> Bool {
-        guard !isOpen, let type = Self.serviceType(of: relative), type != "_dns-sd._udp" else { return false }
-        return !permits(type)
-    }
-
-    /// The service type a name belongs to, from its labels before the zone: the two labels
-    /// ending in `_tcp`/`_udp` (`My Printer._ipp._tcp` → `_ipp._tcp`, also for subtypes).
-    /// Nil for names that are not under a service type (host names).
-    public static func serviceType(of relative: [[UInt8]]) -> String? {
-        guard relative.count >= 2 else { return nil }
-        for index in stride(from: relative.count - 1, through: 1, by: -1) {
-            let proto = String(decoding: relative[index], as: UTF8.self).lowercased()
-            guard proto == "_tcp" || proto == "_udp", relative[index - 1].first == UInt8(ascii: "_") else { continue }
-            return String(decoding: relative[index - 1], as: UTF8.self).lowercased() + "." + proto
-        }
-        return nil
-    }
-}
-
 /// Everything the pure proxy logic needs to know. Defaults follow RFC 8766 and the checklist.
 public struct ProxyConfiguration: Sendable, Equatable {
     public var links: [Link]

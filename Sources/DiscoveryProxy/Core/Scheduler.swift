@@ -11,19 +11,3 @@ public protocol ProxyScheduler: Sendable {
 public protocol ProxyTimer: Sendable {
     func cancel()
 }
-
-extension Duration {
-    /// Whole nanoseconds (toward zero), saturating at ±292 years: the unit timers take, and
-    /// the one browses store their times in (8 bytes instead of 16).
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        guard !overflow else { return seconds < 0 ? .min : .max }
-        let (sum, carry) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
-        return carry ? (whole < 0 ? .min : .max) : sum
-    }
-
-    /// Whole milliseconds (toward zero), for logs and the millisecond fields of DSO TLVs;
-    /// integer arithmetic, so that a configured 15 s is 15000 exactly.
-    var wholeMilliseconds: Int64 { nanoseconds / 1_000_000 }
-}
