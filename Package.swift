@@ -79,7 +79,10 @@ let package = Package(
             name: "EventCounting", dependencies: [.product(name: "Metrics", package: "swift-metrics")],
             swiftSettings: swiftSettings),
         // Wire format: Sendable DNS message types; the only module that calls ldns.
-        .target(name: "DNSWire", dependencies: ["CLDNS"], swiftSettings: swiftSettings),
+        .target(name: "DNSWire", dependencies: ["CLDNS", "CSignature"], swiftSettings: swiftSettings),
+        // SIG(0)'s ECDSA P-256 check (RFC 6605), with the system's OpenSSL libcrypto, which libldns
+        // loads anyway.
+        .target(name: "CSignature", linkerSettings: [.linkedLibrary("crypto")]),
         // mDNS backend protocol and its avahi implementation; no NIO.
         .target(
             name: "MDNS",

@@ -251,6 +251,8 @@ public struct RRType: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let txt = RRType(16)
     public static let aaaa = RRType(28)
     public static let srv = RRType(33)
+    public static let sig = RRType(24)
+    public static let key = RRType(25)
     public static let dname = RRType(39)
     public static let opt = RRType(41)
     public static let ds = RRType(43)
@@ -273,6 +275,8 @@ public struct RRType: RawRepresentable, Hashable, Sendable, CustomStringConverti
         case .txt: return "TXT"
         case .aaaa: return "AAAA"
         case .srv: return "SRV"
+        case .sig: return "SIG"
+        case .key: return "KEY"
         case .dname: return "DNAME"
         case .opt: return "OPT"
         case .ds: return "DS"
@@ -296,8 +300,17 @@ public struct RRClass: RawRepresentable, Hashable, Sendable, CustomStringConvert
 
     public static let `in` = RRClass(1)
     public static let any = RRClass(255)
+    /// DNS Update's "delete an RR from an RRset" (RFC 2136 §2.5.4).
+    public static let none = RRClass(254)
 
-    public var description: String { self == .in ? "IN" : (self == .any ? "ANY" : "CLASS\(rawValue)") }
+    public var description: String {
+        switch self {
+        case .in: return "IN"
+        case .any: return "ANY"
+        case .none: return "NONE"
+        default: return "CLASS\(rawValue)"
+        }
+    }
 }
 
 /// Response codes, including the extended ones carried in OPT (RFC 6891 §6.1.3).
@@ -312,6 +325,9 @@ public struct RCode: RawRepresentable, Hashable, Sendable, CustomStringConvertib
     public static let nxDomain = RCode(3)
     public static let notImp = RCode(4)
     public static let refused = RCode(5)
+    /// DNS Update: a name that should not exist does (RFC 2136 §2.2); SRP: the name belongs to
+    /// another key (RFC 9665 §3.3.3).
+    public static let yxDomain = RCode(6)
     public static let notAuth = RCode(9)
     public static let badVers = RCode(16)
 
@@ -323,6 +339,7 @@ public struct RCode: RawRepresentable, Hashable, Sendable, CustomStringConvertib
         case .nxDomain: return "NXDOMAIN"
         case .notImp: return "NOTIMP"
         case .refused: return "REFUSED"
+        case .yxDomain: return "YXDOMAIN"
         case .notAuth: return "NOTAUTH"
         case .badVers: return "BADVERS"
         default: return "RCODE\(rawValue)"
@@ -334,6 +351,8 @@ public struct Opcode: RawRepresentable, Hashable, Sendable {
     public var rawValue: UInt8
     public init(rawValue: UInt8) { self.rawValue = rawValue }
     public static let query = Opcode(rawValue: 0)
+    /// DNS Update (RFC 2136), which SRP updates are (RFC 9665).
+    public static let update = Opcode(rawValue: 5)
     public static let dso = Opcode(rawValue: 6)
 }
 
