@@ -9,6 +9,9 @@ import DiscoveryProxy
 struct ConfigOption {
     /// The YAML key; dotted inside a section (`tcp.idle-timeout`).
     let key: String
+    /// What it does, in a sentence or two: `--help` of its flag says it, and
+    /// config/discovery-proxy.yaml's comment on the key says it too (a test checks).
+    let help: String
     /// Reads a YAML (or flag) value into the configuration; problems go to the reader.
     let read: (inout ConfigReader, Any, String, inout AppConfiguration) -> Void
     /// Its lines for `--check-config`, unindented (`key: value`, or a block); empty: not printed.
@@ -36,13 +39,14 @@ struct ConfigOption {
     var name: String { key.firstIndex(of: ".").map { String(key[key.index(after: $0)...]) } ?? key }
 
     init(
-        _ key: String,
+        _ key: String, help: String,
         read: @escaping (inout ConfigReader, Any, String, inout AppConfiguration) -> Void,
         render: @escaping (AppConfiguration, InterfaceTable) -> [String],
         validate: @escaping (AppConfiguration, InterfaceTable) -> [ConfigError] = { _, _ in [] },
         effect: Effect = .reload, keep: @escaping (AppConfiguration, inout AppConfiguration) -> Void = { _, _ in }
     ) {
         self.key = key
+        self.help = help
         self.read = read
         self.render = render
         self.validate = validate
@@ -98,12 +102,12 @@ struct ConfigOption {
     /// (in the file's unit; the first failing rule reported), printed as `key: value` with an
     /// optional trailing comment.
     static func scalar<Value: CustomStringConvertible, Stored>(
-        _ key: String, _ field: WritableKeyPath<AppConfiguration, Stored>, _ kind: Kind<Value>,
+        _ key: String, help: String, _ field: WritableKeyPath<AppConfiguration, Stored>, _ kind: Kind<Value>,
         _ unit: Unit<Value, Stored>, _ rules: [Rule<Value>] = [],
         comment: @escaping (AppConfiguration) -> String? = { _ in nil }, effect: Effect = .reload
     ) -> ConfigOption {
         ConfigOption(
-            key,
+            key, help: help,
             read: { reader, value, key, config in
                 if let parsed = kind.read(&reader, value, key: key) { config[keyPath: field] = unit.store(parsed) }
             },
@@ -122,20 +126,20 @@ struct ConfigOption {
 
     /// A scalar field kept as the file gives it.
     static func scalar<Value: CustomStringConvertible>(
-        _ key: String, _ field: WritableKeyPath<AppConfiguration, Value>, _ kind: Kind<Value>,
+        _ key: String, help: String, _ field: WritableKeyPath<AppConfiguration, Value>, _ kind: Kind<Value>,
         _ rules: [Rule<Value>] = [], comment: @escaping (AppConfiguration) -> String? = { _ in nil },
         effect: Effect = .reload
     ) -> ConfigOption {
-        scalar(key, field, kind, Unit(store: { $0 }, file: { $0 }), rules, comment: comment, effect: effect)
+        scalar(key, help: help, field, kind, Unit(store: { $0 }, file: { $0 }), rules, comment: comment, effect: effect)
     }
 
     /// An optional text field, printed (quoted as given by `quote`) only when set.
     static func optionalText(
-        _ key: String, _ field: WritableKeyPath<AppConfiguration, String?>, quote: Bool,
+        _ key: String, help: String, _ field: WritableKeyPath<AppConfiguration, String?>, quote: Bool,
         _ rules: [Rule<String>] = [], effect: Effect = .reload
     ) -> ConfigOption {
         ConfigOption(
-            key,
+            key, help: help,
             read: { reader, value, key, config in
                 if let text = reader.string(value, key: key) { config[keyPath: field] = text }
             },

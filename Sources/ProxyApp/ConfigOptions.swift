@@ -7,14 +7,17 @@ extension AppConfiguration {
     /// Every configuration key, once, in the order `--check-config` prints them, each read
     /// straight into the field of the structure that uses it (the proxy's, the listeners', the
     /// Push sessions', …), whose default is the option's. Adding an option: the field in its
-    /// owner, one entry here (which makes `ReloadMatrixTests` ask how a reload applies it), and
-    /// an `@Option` in the command if it has a flag (`DiscoveryProxyCommand.scalarFlags`).
+    /// owner, one entry here with its help text (which `--help` of its flag says, and the
+    /// example file's comment on the key must say: `ConfigurationTests`; `ReloadMatrixTests`
+    /// asks how a reload applies it), and an `@Option` in the command if it has a flag
+    /// (`DiscoveryProxyCommand.scalarFlags`, its help `AppConfiguration.flagHelp`).
     static var options: [ConfigOption] {
         typealias Rule = ConfigOption.Rule
         let local = try! DNSName("local.")
         return [
             ConfigOption(
                 "server-name",
+                help: "The proxy's own host name: the NS target of every zone and the SOA MNAME (RFC 8766 §6.1, §6.2).",
                 read: { reader, value, key, config in
                     if let text = reader.string(value, key: key) { config.serverName = reader.domain(text, key: key) }
                 },
@@ -22,6 +25,8 @@ extension AppConfiguration {
                 validate: { config, _ in config.insideLinkZones(config.effectiveServerName, key: "server-name") }),
             ConfigOption(
                 "name-servers",
+                help:
+                    "Several proxies on the same links (high availability): list them all, this one's server-name included, identically on each.",
                 read: { reader, value, key, config in
                     config.proxy.nameServers = reader.nameServers(value, key: key)
                 },
@@ -38,7 +43,7 @@ extension AppConfiguration {
                         }
                 }),
             ConfigOption(
-                "hostmaster",
+                "hostmaster", help: "SOA RNAME, the administrator's mailbox as a name (default hostmaster.<zone>).",
                 read: { reader, value, key, config in
                     if let text = reader.string(value, key: key) {
                         config.proxy.hostmaster = reader.domain(text, key: key)
@@ -46,7 +51,7 @@ extension AppConfiguration {
                 },
                 render: { config, _ in config.proxy.hostmaster.map { ["hostmaster: \(yamlQuoted($0))"] } ?? [] }),
             ConfigOption(
-                "listen",
+                "listen", help: "Where to answer DNS, UDP and TCP on each. IPv6 addresses in brackets.",
                 read: { reader, value, key, config in
                     if let addresses = reader.list(
                         value, key: key, expected: "a list of ADDR:PORT",
@@ -63,48 +68,91 @@ extension AppConfiguration {
                 keep: ConfigOption.keeping(\.server.listenAddresses)),
             ConfigOption(
                 "links",
+                help: "The links to serve: each interface facing a remote subnet becomes one DNS zone (RFC 8766 §5.1).",
                 read: { reader, value, _, config in config.links = reader.links(value) },
                 render: { config, interfaces in config.renderLinks(interfaces: interfaces) },
                 validate: { config, interfaces in config.validateLinks(interfaces: interfaces, local: local) }),
             .scalar(
-                "negative-timeout", \.proxy.negativeTimeout, .number, .seconds,
+                "negative-timeout",
+                help: "Seconds to wait for mDNS before answering NOERROR/no data. 6 restores the RFC's figure.",
+                \.proxy.negativeTimeout, .number, .seconds,
                 [Rule({ $0 > 0 && $0 <= 60 }, "must be between 0 and 60 seconds (RFC 8766 §5.6 uses 6)")],
                 comment: { $0.negativeTimeoutAdvice }),
             .scalar(
-                "collection-window-ms", \.proxy.collectionWindow, .integer, .milliseconds,
+                "collection-window-ms",
+                help:
+                    "After the first mDNS result, collect further results for this many milliseconds before answering.",
+                \.proxy.collectionWindow, .integer, .milliseconds,
                 [Rule({ (0...1000).contains($0) }, "must be between 0 and 1000")]),
-            .scalar("learn-answer-times", \.proxy.learnsAnswerTimes, .boolean),
             .scalar(
-                "browse-idle-timeout", \.proxy.browseIdleTimeout, .number, .seconds,
+                "learn-answer-times", help: "Learn each link's mDNS answer times from its recent browses.",
+                \.proxy.learnsAnswerTimes, .boolean),
+            .scalar(
+                "browse-idle-timeout", help: "Seconds an mDNS browse stays alive after the last query that used it.",
+                \.proxy.browseIdleTimeout, .number, .seconds,
                 [Rule({ $0 >= 1 }, "must be at least 1 second")]),
-            .scalar("suppress-link-local", \.proxy.suppressLinkLocal, .boolean),
-            .scalar("mdns-query-rate", \.proxy.mdnsQueriesPerSecond, .number, [Rule({ $0 > 0 }, "must be positive")]),
-            .scalar("mdns-query-burst", \.proxy.mdnsQueryBurst, .number, [Rule({ $0 >= 1 }, "must be at least 1")]),
             .scalar(
-                "mdns-announce-rate", \.proxy.mdnsAnnouncePacing.packetsPerSecond, .number,
-                [Rule({ $0 > 0 }, "must be positive")]),
+                "suppress-link-local",
+                help:
+                    "Drop 169.254/16 A and fe80::/10 AAAA records: they are useless to off-link clients (RFC 8766 §5.5.2).",
+                \.proxy.suppressLinkLocal, .boolean),
             .scalar(
-                "mdns-announce-burst", \.proxy.mdnsAnnouncePacing.burst, .number,
+                "mdns-query-rate",
+                help:
+                    "Rate limit of the mDNS queries the proxy starts, per link (RFC 8766 §9.3; about 20 packets/s suits 802.11).",
+                \.proxy.mdnsQueriesPerSecond, .number, [Rule({ $0 > 0 }, "must be positive")]),
+            .scalar(
+                "mdns-query-burst", help: "mDNS queries a link may start at once.", \.proxy.mdnsQueryBurst, .number,
                 [Rule({ $0 >= 1 }, "must be at least 1")]),
             .scalar(
-                "max-udp-payload", \.proxy.maxUDPPayload, .integer,
+                "mdns-announce-rate",
+                help:
+                    "Budget of the mDNS gateway's announcements and goodbyes (links[].announce), per client link: mDNS packets per second.",
+                \.proxy.mdnsAnnouncePacing.packetsPerSecond, .number,
+                [Rule({ $0 > 0 }, "must be positive")]),
+            .scalar(
+                "mdns-announce-burst", help: "How many announcements may go at once.", \.proxy.mdnsAnnouncePacing.burst,
+                .number,
+                [Rule({ $0 >= 1 }, "must be at least 1")]),
+            .scalar(
+                "max-udp-payload",
+                help: "Largest UDP answer sent, whatever a client's EDNS0 buffer size (RFC 6891 §6.2.5).",
+                \.proxy.maxUDPPayload, .integer,
                 [Rule({ (512...65535).contains($0) }, "must be between 512 and 65535")]),
-            .scalar("optimistic-answers", \.proxy.optimisticAnswers, .boolean),
             .scalar(
-                "optimistic-max-staleness", \.proxy.optimisticMaxStaleness, .number, .seconds,
+                "optimistic-answers",
+                help:
+                    "Optimistic answers: a query whose browse was released (idle) not long ago is answered at once from that browse's last results, with a 2 s TTL, while a fresh mDNS browse starts in the background.",
+                \.proxy.optimisticAnswers, .boolean),
+            .scalar(
+                "optimistic-max-staleness", help: "Results older than optimistic-max-staleness seconds are never used.",
+                \.proxy.optimisticMaxStaleness, .number, .seconds,
                 [Rule({ $0 >= 0 }, "must not be negative")]),
-            .scalar("replay-answers", \.server.replayAnswers, .boolean),
             .scalar(
-                "inventory-interval", \.proxy.inventoryInterval, .number, .secondsOrOff,
+                "replay-answers",
+                help:
+                    "Each network thread keeps the exact answers it sent each client and replays them (new ID patched in) for that client's identical queries, without asking the proxy at all.",
+                \.server.replayAnswers, .boolean),
+            .scalar(
+                "inventory-interval",
+                help:
+                    "Link inventory for the status page: every inventory-interval seconds the proxy asks each link for its service types (_services._dns-sd._udp, RFC 6763 §9) and browses each type to count its instances. 0 turns it off.",
+                \.proxy.inventoryInterval, .number, .secondsOrOff,
                 [Rule({ $0 == 0 || $0 >= 10 }, "must be 0 (off) or at least 10 seconds")]),
             .scalar(
-                "inventory-max-types", \.proxy.inventoryMaxTypes, .integer,
+                "inventory-max-types",
+                help:
+                    "At most inventory-max-types types per link, and none while the browses fill more than half of max-browses.",
+                \.proxy.inventoryMaxTypes, .integer,
                 [Rule({ (1...1000).contains($0) }, "must be between 1 and 1000")]),
             .scalar(
-                "log-level", \.logLevel, .text,
+                "log-level", help: "trace, debug, info, notice, warning, error, critical. Logs go to stderr.",
+                \.logLevel, .text,
                 [Rule({ Self.logLevels.contains($0) }, "must be one of \(Self.logLevels.joined(separator: ", "))")]),
             ConfigOption(
                 "admin",
+                help:
+                    "Admin HTTP endpoint: GET /metrics (Prometheus), /healthz, / (status page), /api/services (JSON), POST /reload. Keep it on loopback unless you mean otherwise; \"off\" disables it.",
                 read: { reader, value, key, config in
                     let text = "\(value)"
                     if ["off", "false", "none", ""].contains(text.lowercased()) {
@@ -122,6 +170,7 @@ extension AppConfiguration {
                 effect: .restart(because: "the admin socket is bound at start"), keep: ConfigOption.keeping(\.admin)),
             ConfigOption(
                 "allow-clients",
+                help: "Clients allowed to query (RFC 8766 §9.2): everyone else gets REFUSED, counted in the metrics.",
                 read: { reader, value, key, config in config.allowClients = reader.prefixes(value, key: key) },
                 render: { config, interfaces in
                     // Quoted: a plain `::1/128` is not valid YAML inside a flow sequence.
@@ -132,6 +181,8 @@ extension AppConfiguration {
                 }),
             ConfigOption(
                 "advertise-browse-domains",
+                help:
+                    "Announce the link zones as browse domains over mDNS on these client-facing interfaces (RFC 6763 §11).",
                 read: { reader, value, key, config in
                     config.advertiseBrowseDomains =
                         reader.list(
@@ -143,6 +194,8 @@ extension AppConfiguration {
                 validate: { config, interfaces in config.validateAdvertisement(interfaces: interfaces) }),
             ConfigOption(
                 "private-realms",
+                help:
+                    "Private address realms (RFC 8766 §5.5.2): networks whose private addresses (RFC 1918, ULA fc00::/7) do not route to each other.",
                 read: { reader, value, key, config in
                     if let realms = reader.privateRealms(value, key: key) { config.proxy.privateRealms = realms }
                 },
@@ -174,14 +227,18 @@ extension AppConfiguration {
                     return errors
                 }),
             .scalar(
-                "tcp.idle-timeout", \.server.tcpIdleTimeout, .number, .seconds, [Rule({ $0 > 0 }, "must be positive")]),
+                "tcp.idle-timeout", help: "Seconds without a complete query, nothing in flight.",
+                \.server.tcpIdleTimeout, .number, .seconds, [Rule({ $0 > 0 }, "must be positive")]),
             .scalar(
-                "tcp.max-connections", \.server.maxTCPConnections, .integer, [Rule({ $0 >= 1 }, "must be at least 1")]),
+                "tcp.max-connections", help: "Connections in total; more are accepted and closed at once.",
+                \.server.maxTCPConnections, .integer, [Rule({ $0 >= 1 }, "must be at least 1")]),
             .scalar(
-                "tcp.max-connections-per-client", \.server.maxTCPConnectionsPerClient, .integer,
+                "tcp.max-connections-per-client", help: "Connections per client address.",
+                \.server.maxTCPConnectionsPerClient, .integer,
                 [Rule({ $0 >= 1 }, "must be at least 1")]),
             ConfigOption(
                 "tcp.max-connections-per-subnet",
+                help: "Connections per client /24 (IPv4) or /56 (IPv6); default 4 × per client.",
                 read: { reader, value, key, config in
                     if let limit = reader.integer(value, key: key) { config.server.maxTCPConnectionsPerSubnet = limit }
                 },
@@ -205,20 +262,27 @@ extension AppConfiguration {
                     ]
                 }),
             .scalar(
-                "tcp.max-connection-lifetime", \.server.tcpMaxConnectionLifetime, .number, .secondsOrOff,
+                "tcp.max-connection-lifetime",
+                help:
+                    "Seconds; then the connection answers what it has and closes (0: no limit; DNS Push sessions are exempt).",
+                \.server.tcpMaxConnectionLifetime, .number, .secondsOrOff,
                 [Rule({ $0 >= 0 }, "must not be negative (0: no limit)")],
                 comment: { $0.server.tcpMaxConnectionLifetime == nil ? "no limit" : nil }),
             .scalar(
-                "tcp.max-in-flight-per-connection", \.server.maxInFlightPerConnection, .integer,
+                "tcp.max-in-flight-per-connection", help: "Pipelined queries being answered; beyond, reading pauses.",
+                \.server.maxInFlightPerConnection, .integer,
                 [Rule({ $0 >= 1 }, "must be at least 1")]),
             .scalar(
-                "avahi.objects-per-client", \.avahi.perClient, .integer,
+                "avahi.objects-per-client",
+                help:
+                    "avahi objects the proxy puts on each of its connections to avahi-daemon, below its objects-per-client-max.",
+                \.avahi.perClient, .integer,
                 [Rule({ $0 >= 1 }, "must be at least 1")]),
             .scalar(
-                "avahi.object-budget", \.avahi.total, .integer,
+                "avahi.object-budget", help: "mDNS queries in total, on all connections.", \.avahi.total, .integer,
                 [Rule({ $0 >= $1.avahi.perClient }, reason: { _ in "must be at least avahi.objects-per-client" })]),
             ConfigOption(
-                "push.listen",
+                "push.listen", help: "TLS listeners (ADDR or ADDR:PORT; port 853, RFC 7858, when omitted).",
                 read: { reader, value, key, config in
                     if let addresses = reader.list(
                         value, key: key, expected: "a list of ADDR:PORT",
@@ -235,13 +299,17 @@ extension AppConfiguration {
                 }, effect: .restart(because: "the DNS Push sockets are bound at start"),
                 keep: ConfigOption.keeping(\.push.listen)),
             .optionalText(
-                "push.tls-cert", \.push.certificateFile, quote: true,
+                "push.tls-cert",
+                help: "PEM certificate chain of the TLS listeners (tls-cert).",
+                \.push.certificateFile, quote: true,
                 effect: .restart(because: "the DNS Push listener loads its certificate at start")),
             .optionalText(
-                "push.tls-key", \.push.privateKeyFile, quote: true,
+                "push.tls-key",
+                help: "The PEM private key of the certificate (tls-key).",
+                \.push.privateKeyFile, quote: true,
                 effect: .restart(because: "the DNS Push listener loads its key at start")),
             ConfigOption(
-                "push.state-dir",
+                "push.state-dir", help: "Where state is kept, such as the self-signed certificate.",
                 read: { reader, value, key, config in
                     if let text = reader.string(value, key: key) { config.push.stateDirectory = text }
                 },
@@ -259,9 +327,12 @@ extension AppConfiguration {
                 },
                 effect: .restart(because: "the DNS Push listener reads its self-signed certificate from it at start"),
                 keep: ConfigOption.keeping(\.push.stateDirectory)),
-            .scalar("push.on-tcp", \.push.onTCP, .boolean),
+            .scalar(
+                "push.on-tcp",
+                help: "Also accept DSO sessions on the plain TCP listeners, in cleartext: a lab and testing setting.",
+                \.push.onTCP, .boolean),
             ConfigOption(
-                "push.addresses",
+                "push.addresses", help: "A/AAAA answered for server-name while Push is on.",
                 read: { reader, value, key, config in
                     if let parsed = reader.list(
                         value, key: key, expected: "a list of IP addresses",
@@ -280,18 +351,30 @@ extension AppConfiguration {
                     }
                 }),
             .scalar(
-                "push.max-sessions", \.pushSessions.maxSessions, .integer, [Rule({ $0 >= 1 }, "must be at least 1")]),
+                "push.max-sessions", help: "DNS Push sessions at once; more get REFUSED with a Retry Delay of 60 s.",
+                \.pushSessions.maxSessions, .integer, [Rule({ $0 >= 1 }, "must be at least 1")]),
             .scalar(
-                "push.max-subscriptions-per-session", \.pushSessions.maxSubscriptionsPerSession, .integer,
+                "push.max-subscriptions-per-session",
+                help: "SUBSCRIBEs per session; more get REFUSED with a Retry Delay.",
+                \.pushSessions.maxSubscriptionsPerSession, .integer,
                 [Rule({ $0 >= 1 }, "must be at least 1")]),
             .scalar(
-                "push.inactivity-timeout", \.pushSessions.inactivityTimeout, .number, .seconds,
+                "push.inactivity-timeout",
+                help:
+                    "Seconds (Keepalive TLV); a session with no subscription and no traffic ends after twice this (at least 5 s).",
+                \.pushSessions.inactivityTimeout, .number, .seconds,
                 [Rule({ $0 >= 1 }, "must be at least 1 second")]),
             .scalar(
-                "push.keepalive-interval", \.pushSessions.keepaliveInterval, .number, .seconds,
+                "push.keepalive-interval",
+                help:
+                    "Seconds (at least 10; RFC 8490 §6.5.2 recommends 60 min); silence for twice this ends a session.",
+                \.pushSessions.keepaliveInterval, .number, .seconds,
                 [Rule({ $0 >= 10 }, "must be at least 10 seconds (RFC 8490 §7.1)")]),
             .scalar(
-                "max-browses", \.proxy.maxBrowses, .integer,
+                "max-browses",
+                help:
+                    "Live mDNS browses at most (each is one avahi record browser plus its cached records), so memory and avahi objects stay bounded whatever names clients invent.",
+                \.proxy.maxBrowses, .integer,
                 [
                     Rule({ $0 >= 1 }, "must be at least 1"),
                     Rule(
@@ -301,22 +384,34 @@ extension AppConfiguration {
                         }),
                 ]),
             .scalar(
-                "interface-check-interval", \.interfaceCheck, .number, .seconds, [Rule({ $0 > 0 }, "must be positive")]),
+                "interface-check-interval", help: "Seconds between checks of the links' interfaces (getifaddrs).",
+                \.interfaceCheck, .number, .seconds, [Rule({ $0 > 0 }, "must be positive")]),
             .scalar(
-                "rate-limit.responses-per-second", \.rateLimit.responsesPerSecond, .integer,
+                "rate-limit.responses-per-second", help: "Answers per second to each client prefix; 0: off.",
+                \.rateLimit.responsesPerSecond, .integer,
                 [Rule({ $0 >= 0 }, "must not be negative (0 turns rate limiting off)")]),
-            .scalar("rate-limit.burst", \.rateLimit.burst, .integer, [Rule({ $0 >= 0 }, "must not be negative")]),
             .scalar(
-                "rate-limit.ipv4-prefix-length", \.rateLimit.ipv4PrefixLength, .integer,
+                "rate-limit.burst", help: "Answers at once to a client prefix; 0: the rate.", \.rateLimit.burst,
+                .integer, [Rule({ $0 >= 0 }, "must not be negative")]),
+            .scalar(
+                "rate-limit.ipv4-prefix-length", help: "The IPv4 client prefix the limit counts by.",
+                \.rateLimit.ipv4PrefixLength, .integer,
                 [Rule({ (8...32).contains($0) }, "must be between 8 and 32")]),
             .scalar(
-                "rate-limit.ipv6-prefix-length", \.rateLimit.ipv6PrefixLength, .integer,
+                "rate-limit.ipv6-prefix-length", help: "The IPv6 client prefix the limit counts by.",
+                \.rateLimit.ipv6PrefixLength, .integer,
                 [Rule({ (16...128).contains($0) }, "must be between 16 and 128")]),
             .scalar(
-                "rate-limit.slip", \.rateLimit.slip, .integer,
+                "rate-limit.slip",
+                help:
+                    "Every slip-th answer over the limit goes as a truncated reply, so that a real client retries over TCP.",
+                \.rateLimit.slip, .integer,
                 [Rule({ $0 >= 0 && $0 <= 10 }, "must be between 0 (never) and 10")]),
             .optionalText(
-                "user", \.user, quote: false,
+                "user",
+                help:
+                    "Run as this user once every socket is bound (start as root: port 53 needs root or CAP_NET_BIND_SERVICE).",
+                \.user, quote: false,
                 [Rule({ UnprivilegedUser.lookup($0) != nil }, "no such user on this host")],
                 effect: .restart(because: "privileges are dropped once, after the sockets are bound")),
         ]
@@ -336,12 +431,26 @@ extension AppConfiguration {
     /// The default of a scalar option as `--help` writes it (`0.8`, `120`, `true`): the
     /// table's own rendering of a configuration with nothing set.
     public static func defaultValue(_ key: String) -> String {
+        guard let value = defaultText(key) else { preconditionFailure("no scalar configuration option \(key)") }
+        return value
+    }
+
+    /// What `--help` says of the flag that sets `key`: the option's help text, and its default
+    /// when it has a single value by default.
+    public static func flagHelp(_ key: String, showingDefault: Bool = true) -> String {
+        guard let option = option(key) else { preconditionFailure("no configuration option \(key)") }
+        return option.help + (showingDefault ? defaultText(key).map { " Default: \($0)." } ?? "" : "")
+    }
+
+    private static func defaultText(_ key: String) -> String? {
         guard let line = option(key)?.render(AppConfiguration(), InterfaceTable(prefixes: [:], up: [])).first,
             let colon = line.firstIndex(of: ":")
-        else { preconditionFailure("no scalar configuration option \(key)") }
+        else { return nil }
         let value = String(
             (line[line.index(after: colon)...].split(separator: "#").first ?? "").drop { $0 == " " }.reversed()
                 .drop { $0 == " " }.reversed())
+        guard !value.isEmpty else { return nil }
+        if value.count > 1, value.first == "\"", value.last == "\"" { return String(value.dropFirst().dropLast()) }
         if let number = Double(value), number == number.rounded(), abs(number) < 1e15 { return String(Int(number)) }
         return value
     }

@@ -45,98 +45,71 @@ struct DiscoveryProxyCommand: ParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Serve DNS on UDP and TCP at this address (repeatable; IPv6 as [::]:53). Default \(defaults.server.listenAddresses.map { "\($0)" }.joined(separator: " and ")).",
+            "\(AppConfiguration.flagHelp("listen")) Repeatable. Default: \(defaults.server.listenAddresses.map { "\($0)" }.joined(separator: " and ")).",
             valueName: "ADDR:PORT"))
     var listen: [String] = []
 
     @Option(
-        name: .long, help: "The proxy's own host name, used as NS target and SOA MNAME (default: this host's name).")
+        name: .long,
+        help: ArgumentHelp(
+            AppConfiguration.flagHelp("server-name", showingDefault: false) + " Default: this host's name.",
+            valueName: "NAME"))
     var serverName: String?
 
-    @Option(name: .long, help: "SOA RNAME, the administrator's mailbox as a domain name (default hostmaster.<zone>).")
+    @Option(name: .long, help: ArgumentHelp(AppConfiguration.flagHelp("hostmaster"), valueName: "NAME"))
     var hostmaster: String?
 
-    @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
+    @Option(name: .long, help: ArgumentHelp(AppConfiguration.flagHelp("log-level"), valueName: "LEVEL"))
     var logLevel: String?
 
     @Option(
         name: .long, parsing: .unconditional,
-        help:
-            "Seconds before a query that mDNS does not answer gets NOERROR/no data (default \(AppConfiguration.defaultValue("negative-timeout")); RFC 8766 says 6, longer than resolvers wait)."
-    )
+        help: ArgumentHelp(AppConfiguration.flagHelp("negative-timeout"), valueName: "SECONDS"))
     var negativeTimeout: Double?
 
     @Option(
         name: .long, parsing: .unconditional,
-        help:
-            "Milliseconds to collect further mDNS results after the first one (default \(AppConfiguration.defaultValue("collection-window-ms")))."
-    )
+        help: ArgumentHelp(AppConfiguration.flagHelp("collection-window-ms"), valueName: "MS"))
     var collectionWindowMs: Int?
 
     @Option(
         name: .long, parsing: .unconditional,
-        help:
-            "Seconds an mDNS browse is kept after the last query that used it (default \(AppConfiguration.defaultValue("browse-idle-timeout")))."
-    )
+        help: ArgumentHelp(AppConfiguration.flagHelp("browse-idle-timeout"), valueName: "SECONDS"))
     var browseIdleTimeout: Double?
 
-    @Option(
-        name: .long,
-        help:
-            "Suppress 169.254/16 and fe80::/10 addresses in answers: true or false (default \(AppConfiguration.defaultValue("suppress-link-local")))."
-    )
+    @Option(name: .long, help: ArgumentHelp(AppConfiguration.flagHelp("suppress-link-local"), valueName: "BOOL"))
     var suppressLinkLocal: Bool?
 
-    @Option(
-        name: .long,
-        help: ArgumentHelp(
-            "Admin HTTP endpoint (metrics, health, status page), or off. Default \(defaults.admin.map { "\($0)" } ?? "off").",
-            valueName: "ADDR:PORT"))
+    @Option(name: .long, help: ArgumentHelp(AppConfiguration.flagHelp("admin"), valueName: "ADDR:PORT"))
     var admin: String?
 
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Serve DNS Push (RFC 8765) over TLS at this address (repeatable; port 853 when omitted).",
+            "Serve DNS Push (RFC 8765) over TLS. \(AppConfiguration.flagHelp("push.listen", showingDefault: false)) Repeatable. Default: off.",
             valueName: "ADDR[:PORT]"))
     var pushListen: [String] = []
 
-    @Option(
-        name: .long,
-        help: ArgumentHelp(
-            "PEM certificate chain for the DNS Push TLS listener (default: a self-signed one kept in --state-dir).",
-            valueName: "FILE"))
+    @Option(name: .long, help: ArgumentHelp(AppConfiguration.flagHelp("push.tls-cert"), valueName: "FILE"))
     var tlsCert: String?
 
-    @Option(name: .long, help: ArgumentHelp("PEM private key matching --tls-cert.", valueName: "FILE"))
+    @Option(name: .long, help: ArgumentHelp(AppConfiguration.flagHelp("push.tls-key"), valueName: "FILE"))
     var tlsKey: String?
 
-    @Option(
-        name: .long,
-        help: ArgumentHelp(
-            "Where state is kept, such as the self-signed certificate (default \(defaults.push.stateDirectory)).",
-            valueName: "DIR"))
+    @Option(name: .long, help: ArgumentHelp(AppConfiguration.flagHelp("push.state-dir"), valueName: "DIR"))
     var stateDir: String?
 
     @Option(
         name: .long, parsing: .unconditional,
-        help:
-            "Concurrent DNS Push sessions; more get a Retry Delay (default \(AppConfiguration.defaultValue("push.max-sessions")))."
-    )
+        help: ArgumentHelp(AppConfiguration.flagHelp("push.max-sessions"), valueName: "N"))
     var pushMaxSessions: Int?
 
     @Option(
         name: .long, parsing: .unconditional,
-        help:
-            "Seconds between the link inventories shown on the status page, 0 for none (default \(AppConfiguration.defaultValue("inventory-interval")))."
-    )
+        help: ArgumentHelp(AppConfiguration.flagHelp("inventory-interval"), valueName: "SECONDS"))
     var inventoryInterval: Double?
 
-    @Option(
-        name: .long,
-        help: ArgumentHelp(
-            "After binding every socket (port 53 needs root or CAP_NET_BIND_SERVICE), run as this user.",
-            valueName: "NAME"))
+    @Option(name: .long, help: ArgumentHelp(AppConfiguration.flagHelp("user"), valueName: "NAME"))
     var user: String?
 
     @Flag(name: .long, help: "Validate the configuration, print the effective configuration and exit.")

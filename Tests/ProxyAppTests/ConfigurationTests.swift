@@ -87,6 +87,62 @@ struct ConfigurationTests {
         #expect(Set(names) == Set(restart) && names.count == restart.count, "\(names)")
     }
 
+    @Test("each key's comment in the example file says the table's help text, sentence by sentence")
+    func exampleFileSaysEachHelpText() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../config/discovery-proxy.yaml").path
+        let lines = try String(contentsOfFile: path, encoding: .utf8)
+            .split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        // Where each key is (as in `exampleFileFollowsTheTable`).
+        var section: String?
+        var lineOf: [String: Int] = [:]
+        for (index, line) in lines.enumerated() {
+            var body = Substring(line).drop { $0 == " " }
+            if body.hasPrefix("# ") { body = body.dropFirst(2) }
+            guard let colon = body.firstIndex(of: ":"), !body.hasPrefix(" ") else { continue }
+            let name = String(body[..<colon])
+            guard !name.isEmpty, name.allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "-" }) else { continue }
+            if !line.hasPrefix("  ") {
+                section = name
+                lineOf[name] = lineOf[name] ?? index
+            } else if let section {
+                lineOf[section + "." + name] = lineOf[section + "." + name] ?? index
+            }
+        }
+        func normalized(_ text: String) -> String {
+            text.lowercased().split(whereSeparator: { $0 == " " || $0 == "#" }).joined(separator: " ")
+        }
+        for option in AppConfiguration.options {
+            #expect(!option.help.isEmpty && option.help.hasSuffix("."), "\(option.key): help must be a sentence")
+            let index = try #require(lineOf[option.key], "\(option.key) is not in the example file")
+            // Its comment: the comment lines above it up to a blank line (skipping the keys of the
+            // same block), the comment after its value, and that comment's continuation lines.
+            var block: [String] = []
+            var above = index - 1
+            while above >= 0, !lines[above].trimmingCharacters(in: .whitespaces).isEmpty {
+                block.insert(lines[above], at: 0)
+                above -= 1
+            }
+            let line = lines[index]
+            let valueStart = line.range(of: ":")?.upperBound ?? line.startIndex
+            if let inline = line.range(of: " # ", range: valueStart..<line.endIndex) {
+                block.append(String(line[inline.lowerBound...]))
+                var below = index + 1
+                while below < lines.count, lines[below].hasPrefix(String(repeating: " ", count: 20)),
+                    lines[below].trimmingCharacters(in: .whitespaces).hasPrefix("#")
+                {
+                    block.append(lines[below])
+                    below += 1
+                }
+            }
+            let comment = normalized(block.joined(separator: " "))
+            for sentence in option.help.components(separatedBy: ". ") {
+                let text = normalized(sentence.hasSuffix(".") ? String(sentence.dropLast()) : sentence)
+                #expect(comment.contains(text), "\(option.key): the example file's comment lacks \"\(sentence)\"")
+            }
+        }
+    }
+
     @Test("a full file maps onto the proxy configuration, subnets detected without link-local")
     func fullFile() throws {
         let (config, readErrors) = AppConfiguration.parse(
