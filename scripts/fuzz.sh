@@ -7,7 +7,8 @@
 # (DiscoveryProxy.handle over a scripted mDNS backend), tcp (the DNS-over-TCP pipeline:
 # NIOExtras length framing + TCPDNSHandler on an EmbeddedChannel, input cut into chunks) or dso
 # (a PushSession on a DiscoveryProxy: scripted DSO messages, mDNS events, clock steps, reloads;
-# FUZZ_DSO_SKIP=acl,revoke,unsubscribe turns those checks off). RUNS: executions (default 1000000;
+# FUZZ_DSO_SKIP=acl,revoke,unsubscribe turns those checks off) or srp (SRP updates: Message,
+# SIG0.find, SRPUpdate.read). RUNS: executions (default 1000000;
 # 0 or -1 = until stopped). Seeds: Tests/Fuzz/corpus/TARGET (read-only; new inputs go to
 # .build-fuzz/corpus/TARGET). Crashes are written to .build-fuzz/crashes/TARGET/.
 # FUZZ_OPTIMIZE=1 adds -O to the Swift flags (DEBUG, @testable and the sanitizers stay; dso runs
@@ -22,7 +23,7 @@ cd "$(dirname "$0")/.."
 target="${1:-decode}"
 runs="${2:-1000000}"
 shift $(( $# > 2 ? 2 : $# ))
-case "$target" in decode|query|tcp|dso) ;; *) echo "usage: $0 [decode|query|tcp|dso] [RUNS] [libFuzzer flags]" >&2; exit 2;; esac
+case "$target" in decode|query|tcp|dso|srp) ;; *) echo "usage: $0 [decode|query|tcp|dso|srp] [RUNS] [libFuzzer flags]" >&2; exit 2;; esac
 
 scratch=.build-fuzz
 sanitizers=fuzzer,address

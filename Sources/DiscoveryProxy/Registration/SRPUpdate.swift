@@ -66,12 +66,21 @@ public struct SRPUpdate: Hashable, Sendable {
         static func refused(_ reason: String) -> Rejection { Rejection(rcode: .refused, reason: reason) }
     }
 
-    /// Reads `message`, decoded from `wire`, as an SRP update for one of `zones`.
-    public static func read(_ message: Message, wire: [UInt8], zones: [DNSName]) -> Result<SRPUpdate, Rejection> {
-        Result { () throws(Rejection) in try SRPUpdate(message, wire: wire, zones: zones) }
+    /// Reads `message`, decoded from `wire`, as an SRP update for one of `zones`. A removal
+    /// (LEASE 0) may leave the host's KEY out ("Removing All Published Services": no adds for
+    /// the host name); its signature is then checked with `registeredKey`, the key that holds
+    /// the name.
+    public static func read(
+        _ message: Message, wire: [UInt8], zones: [DNSName], registeredKey: (DNSName) -> SIG0Key? = { _ in nil }
+    ) -> Result<SRPUpdate, Rejection> {
+        Result { () throws(Rejection) in
+            try SRPUpdate(message, wire: wire, zones: zones, registeredKey: registeredKey)
+        }
     }
 
-    private init(_ message: Message, wire: [UInt8], zones: [DNSName]) throws(Rejection) {
+    private init(
+        _ message: Message, wire: [UInt8], zones: [DNSName], registeredKey: (DNSName) -> SIG0Key?
+    ) throws(Rejection) {
         // RFC 2136 §3.1.1: one zone, type SOA.
         guard message.opcode == .update, !message.isResponse else { throw .formErr("not a DNS Update") }
         guard message.questions.count == 1, message.questions[0].type == .soa else {
@@ -89,7 +98,8 @@ public struct SRPUpdate: Hashable, Sendable {
             throw .refused("KEY-LEASE \(keyLease) is shorter than LEASE \(lease.lease) (§3.3.2)")
         }
         let instructions = try Instructions(message.authority, zone: zone)
-        let (host, services) = try instructions.hostAndServices()
+        let (host, services) = try instructions.hostAndServices(
+            registeredKey: lease.lease == 0 ? registeredKey : { _ in nil })
         try Self.checkTTLs(message.authority)
 
         // §3.3.3: the SIG(0), last in the additional section, by the host's key.
@@ -171,7 +181,9 @@ private struct Instructions {
     }
 
     /// The one Host Description and the Service Descriptions (§3.3.1, §3.3.2).
-    func hostAndServices() throws(SRPUpdate.Rejection) -> (SRPUpdate.Host, [SRPUpdate.Service]) {
+    func hostAndServices(registeredKey: (DNSName) -> SIG0Key?) throws(SRPUpdate.Rejection) -> (
+        SRPUpdate.Host, [SRPUpdate.Service]
+    ) {
         for name in adds.keys where !deletedNames.contains(name) {
             throw .refused("\(name): records added without a delete of the name first (§3.3.1)")
         }
@@ -187,8 +199,15 @@ private struct Instructions {
         }
         let hostRecords = adds[hostName] ?? []
         let keys = hostRecords.filter { $0.type == .key }
-        guard keys.count == 1, case .raw(let keyRDATA) = keys[0].rdata, let key = SIG0Key(rdata: keyRDATA) else {
-            throw .refused("\(hostName): the Host Description adds exactly one KEY (§3.3.1.3)")
+        let key: SIG0Key
+        let keyTTL: UInt32
+        if hostRecords.isEmpty, let registered = registeredKey(hostName) {
+            (key, keyTTL) = (registered, 0)  // a removal without the KEY: the registered one signs
+        } else {
+            guard keys.count == 1, case .raw(let keyRDATA) = keys[0].rdata, let sent = SIG0Key(rdata: keyRDATA) else {
+                throw .refused("\(hostName): the Host Description adds exactly one KEY (§3.3.1.3)")
+            }
+            (key, keyTTL) = (sent, keys[0].ttl)
         }
         var addresses: [RData] = []
         for record in hostRecords where record.type != .key {
@@ -197,7 +216,7 @@ private struct Instructions {
             }
             addresses.append(record.rdata)
         }
-        let host = SRPUpdate.Host(name: hostName, key: key, addresses: addresses, ttl: keys[0].ttl)
+        let host = SRPUpdate.Host(name: hostName, key: key, addresses: addresses, ttl: keyTTL)
 
         var services: [SRPUpdate.Service] = []
         for instance in deletedNames where instance != hostName {

@@ -6,7 +6,7 @@
 // harness, so the package always builds and a crashing input can be re-run without libFuzzer.
 //
 // The harness is chosen by the FUZZ_TARGET environment variable: `decode` (default), `query`,
-// `tcp` (TCPHarness.swift) or `dso` (DSOHarness.swift).
+// `tcp` (TCPHarness.swift), `dso` (DSOHarness.swift) or `srp` (SRPHarness.swift).
 
 import DNSWire
 @_spi(Testing) import DiscoveryProxy
@@ -20,12 +20,12 @@ import Glibc
 #endif
 
 enum FuzzTarget: String {
-    case decode, query, tcp, dso
+    case decode, query, tcp, dso, srp
 
     static let selected: FuzzTarget = {
         guard let raw = getenv("FUZZ_TARGET") else { return .decode }
         guard let target = FuzzTarget(rawValue: String(cString: raw)) else {
-            fatalError("FUZZ_TARGET must be decode, query, tcp or dso")
+            fatalError("FUZZ_TARGET must be decode, query, tcp, dso or srp")
         }
         return target
     }()
@@ -34,6 +34,7 @@ enum FuzzTarget: String {
         switch self {
         case .decode: DecodeHarness.run(bytes)
         case .query: QueryHarness.run(bytes)
+        case .srp: SRPHarness.run(bytes)
         case .tcp:
             #if DEBUG
             TCPHarness.run(bytes)
@@ -238,7 +239,7 @@ enum FuzzMain {
 
     static func replay(_ paths: [String]) {
         if paths.isEmpty {
-            print("usage: FUZZ_TARGET=decode|query|tcp|dso fuzz-dns FILE...  (scripts/fuzz.sh runs libFuzzer)")
+            print("usage: FUZZ_TARGET=decode|query|tcp|dso|srp fuzz-dns FILE...  (scripts/fuzz.sh runs libFuzzer)")
         }
         for path in paths {
             guard let file = fopen(path, "rb") else {
