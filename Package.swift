@@ -229,6 +229,8 @@ let package = Package(
             name: "ProxyAppTests",
             dependencies: [
                 "ProxyApp", "DiscoveryProxy", "DNSWire", "DNSServer", "MDNS", "ProxyTestSupport",
+                // The command, for its --help (each flag's sentence is its option's).
+                "discovery-proxy", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings),

@@ -74,7 +74,8 @@ extension AppConfiguration {
                 validate: { config, interfaces in config.validateLinks(interfaces: interfaces, local: local) }),
             .scalar(
                 "negative-timeout",
-                help: "Seconds to wait for mDNS before answering NOERROR/no data. 6 restores the RFC's figure.",
+                help:
+                    "Seconds to wait for mDNS before answering NOERROR/no data. RFC 8766 §5.6 says 6, but recursive resolvers stop waiting for an authoritative server long before.",
                 \.proxy.negativeTimeout, .number, .seconds,
                 [Rule({ $0 > 0 && $0 <= 60 }, "must be between 0 and 60 seconds (RFC 8766 §5.6 uses 6)")],
                 comment: { $0.negativeTimeoutAdvice }),
@@ -282,7 +283,9 @@ extension AppConfiguration {
                 "avahi.object-budget", help: "mDNS queries in total, on all connections.", \.avahi.total, .integer,
                 [Rule({ $0 >= $1.avahi.perClient }, reason: { _ in "must be at least avahi.objects-per-client" })]),
             ConfigOption(
-                "push.listen", help: "TLS listeners (ADDR or ADDR:PORT; port 853, RFC 7858, when omitted).",
+                "push.listen",
+                help:
+                    "Where to serve DNS Push (RFC 8765) over TLS: ADDR or ADDR:PORT (port 853, RFC 7858, when omitted); none: Push is off.",
                 read: { reader, value, key, config in
                     if let addresses = reader.list(
                         value, key: key, expected: "a list of ADDR:PORT",
@@ -300,12 +303,13 @@ extension AppConfiguration {
                 keep: ConfigOption.keeping(\.push.listen)),
             .optionalText(
                 "push.tls-cert",
-                help: "PEM certificate chain of the TLS listeners (tls-cert).",
+                help:
+                    "PEM certificate chain of the DNS Push TLS listeners. Default: a self-signed ECDSA P-256 certificate for server-name, made in state-dir at first start and kept for the next ones.",
                 \.push.certificateFile, quote: true,
                 effect: .restart(because: "the DNS Push listener loads its certificate at start")),
             .optionalText(
                 "push.tls-key",
-                help: "The PEM private key of the certificate (tls-key).",
+                help: "PEM private key of tls-cert's certificate: give both or neither.",
                 \.push.privateKeyFile, quote: true,
                 effect: .restart(because: "the DNS Push listener loads its key at start")),
             ConfigOption(

@@ -86,7 +86,7 @@ struct DiscoveryProxyCommand: ParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Serve DNS Push (RFC 8765) over TLS. \(AppConfiguration.flagHelp("push.listen", showingDefault: false)) Repeatable. Default: off.",
+            AppConfiguration.flagHelp("push.listen", showingDefault: false) + " Repeatable.",
             valueName: "ADDR[:PORT]"))
     var pushListen: [String] = []
 

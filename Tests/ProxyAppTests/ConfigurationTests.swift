@@ -1,3 +1,4 @@
+import ArgumentParser
 import DNSServer
 import DNSWire
 @_spi(Testing) import DiscoveryProxy
@@ -6,6 +7,7 @@ import MDNS
 import Testing
 
 @testable import ProxyApp
+@testable import discovery_proxy
 
 @Suite("Configuration: YAML, flags and validation")
 struct ConfigurationTests {
@@ -87,7 +89,7 @@ struct ConfigurationTests {
         #expect(Set(names) == Set(restart) && names.count == restart.count, "\(names)")
     }
 
-    @Test("each key's comment in the example file says the table's help text, sentence by sentence")
+    @Test("each key's comment in the example file says the table's help text, word for word")
     func exampleFileSaysEachHelpText() throws {
         let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../config/discovery-proxy.yaml").path
@@ -109,38 +111,77 @@ struct ConfigurationTests {
                 lineOf[section + "." + name] = lineOf[section + "." + name] ?? index
             }
         }
-        func normalized(_ text: String) -> String {
-            text.lowercased().split(whereSeparator: { $0 == " " || $0 == "#" }).joined(separator: " ")
+        /// A comment line's text: indentation and the leading `#` dropped.
+        func commentText(_ line: some StringProtocol) -> Substring {
+            Substring(line).drop { $0 == " " }.drop { $0 == "#" }
         }
         for option in AppConfiguration.options {
             #expect(!option.help.isEmpty && option.help.hasSuffix("."), "\(option.key): help must be a sentence")
             let index = try #require(lineOf[option.key], "\(option.key) is not in the example file")
             // Its comment: the comment lines above it up to a blank line (skipping the keys of the
             // same block), the comment after its value, and that comment's continuation lines.
-            var block: [String] = []
+            var block: [Substring] = []
             var above = index - 1
             while above >= 0, !lines[above].trimmingCharacters(in: .whitespaces).isEmpty {
-                block.insert(lines[above], at: 0)
+                block.insert(commentText(lines[above]), at: 0)
                 above -= 1
             }
             let line = lines[index]
             let valueStart = line.range(of: ":")?.upperBound ?? line.startIndex
             if let inline = line.range(of: " # ", range: valueStart..<line.endIndex) {
-                block.append(String(line[inline.lowerBound...]))
+                block.append(line[inline.upperBound...])
                 var below = index + 1
                 while below < lines.count, lines[below].hasPrefix(String(repeating: " ", count: 20)),
                     lines[below].trimmingCharacters(in: .whitespaces).hasPrefix("#")
                 {
-                    block.append(lines[below])
+                    block.append(commentText(lines[below]))
                     below += 1
                 }
             }
-            let comment = normalized(block.joined(separator: " "))
-            for sentence in option.help.components(separatedBy: ". ") {
-                let text = normalized(sentence.hasSuffix(".") ? String(sentence.dropLast()) : sentence)
-                #expect(comment.contains(text), "\(option.key): the example file's comment lacks \"\(sentence)\"")
+            // Line breaks and indentation aside, the help text is in it as one piece. Its first
+            // letter may be lower case there (a trailing comment, a clause after a semicolon), and
+            // its final period may be missing (a trailing comment) or the sentence go on there.
+            let comment = Self.words(block.joined(separator: " "))
+            let text = Self.words(option.help.dropLast())
+            let lowered = text.prefix(1).lowercased() + text.dropFirst()
+            #expect(
+                comment.contains(text) || comment.contains(lowered),
+                "\(option.key): the example file's comment on it lacks \"\(option.help)\"")
+        }
+    }
+
+    @Test("--help of each flag that sets one option says that option's help text")
+    func flagHelpSaysTheOptionsHelp() throws {
+        // Wide enough that no help wraps: each flag's entry is its line and the indented ones
+        // after it (the sentence goes under the flag when the flag's column is too narrow).
+        let lines = DiscoveryProxyCommand.helpMessage(columns: 10_000).split(separator: "\n")
+        var entries: [String: String] = [:]
+        var flag: String?
+        for line in lines {
+            let body = line.drop { $0 == " " }
+            if body.hasPrefix("--") {
+                let name = String(body.prefix { $0 != " " && $0 != "," })
+                flag = name
+                entries[name] = String(body)
+            } else if let current = flag, line.hasPrefix("    "), !body.isEmpty {
+                entries[current, default: ""] += " " + body
+            } else {
+                flag = nil
             }
         }
+        let flags =
+            try DiscoveryProxyCommand.parse([]).scalarFlags.map { ($0.key, $0.flag) }
+            + [("listen", "--listen"), ("push.listen", "--push-listen")]
+        for (key, flag) in flags {
+            let option = try #require(AppConfiguration.option(key), "\(flag): no option \(key)")
+            let entry = try #require(entries[flag], "\(flag) is not in --help")
+            #expect(Self.words(entry).contains(Self.words(option.help)), "\(flag): --help lacks \"\(option.help)\"")
+        }
+    }
+
+    /// Text with its runs of white space made single spaces, for comparing wrapped text.
+    static func words(_ text: some StringProtocol) -> String {
+        text.split(whereSeparator: \.isWhitespace).joined(separator: " ")
     }
 
     @Test("a full file maps onto the proxy configuration, subnets detected without link-local")
