@@ -4,7 +4,8 @@ import PackageDescription
 // Layers, one way: CLDNS (C) → DNSWire → MDNS (avahi, with CAvahiClient) → DiscoveryProxy
 // (pure logic over the MDNSBackend protocol) → AdminHTTP; DNSServer (NIO front ends) knows
 // none of them; ProxyApp composes everything (its YAML through YAMLDocument, with CYAML) →
-// executables. DNSSDClient (→ dnssd-browse) needs DNSWire only.
+// executables. DNSSDClient (→ dnssd-browse) needs DNSWire only. RegistrationStore (SQLite, with
+// CSQLite) keeps DiscoveryProxy's SRP registrations on disk.
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
@@ -69,6 +70,7 @@ let package = Package(
         .systemLibrary(name: "CLDNS", providers: [.apt(["libldns-dev"])]),
         .systemLibrary(name: "CAvahiClient", providers: [.apt(["libavahi-client-dev"])]),
         .systemLibrary(name: "CYAML", providers: [.apt(["libyaml-dev"])]),
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
 
         // Version and git revision, for both executables (GitRevision writes the revision).
         .target(name: "BuildInfo", swiftSettings: swiftSettings, plugins: ["GitRevision"]),
@@ -166,6 +168,10 @@ let package = Package(
         .target(name: "CTLSIdentity", linkerSettings: [.linkedLibrary("crypto")]),
         // The configuration file's YAML, read by libyaml into plain Swift values.
         .target(name: "YAMLDocument", dependencies: ["CYAML"], swiftSettings: swiftSettings),
+        // The SRP registrar's durable store: registrations in SQLite, written before an answer.
+        .target(
+            name: "RegistrationStore", dependencies: ["DNSWire", "DiscoveryProxy", "CSQLite"],
+            swiftSettings: swiftSettings),
         // Configuration (YAML + flags), validation and composition of the services.
         .target(
             name: "ProxyApp",
@@ -212,6 +218,9 @@ let package = Package(
         ),
 
         .testTarget(name: "DNSWireTests", dependencies: ["DNSWire"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "RegistrationStoreTests", dependencies: ["RegistrationStore", "DiscoveryProxy", "DNSWire"],
+            swiftSettings: swiftSettings),
         .testTarget(name: "YAMLDocumentTests", dependencies: ["YAMLDocument"], swiftSettings: swiftSettings),
         .testTarget(name: "MDNSTests", dependencies: ["MDNS"], exclude: ["lab.sh"], swiftSettings: swiftSettings),
         .testTarget(

@@ -31,7 +31,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 if [ "$dry_run" = no ]; then
-    packages=(libldns-dev libavahi-client-dev libyaml-dev libssl-dev avahi-daemon dbus pkg-config)
+    packages=(libldns-dev libavahi-client-dev libyaml-dev libssl-dev libsqlite3-dev avahi-daemon dbus pkg-config)
     missing=()
     for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
     if [ ${#missing[@]} -gt 0 ]; then

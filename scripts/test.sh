@@ -10,7 +10,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # Debian packages the build and the tests need; installed only when missing.
-DEPS=(libldns-dev libavahi-client-dev libyaml-dev libssl-dev avahi-daemon avahi-utils dbus dnsutils
+DEPS=(libldns-dev libavahi-client-dev libyaml-dev libssl-dev libsqlite3-dev avahi-daemon avahi-utils dbus dnsutils
       python3-dnspython python3-zeroconf python3-pytest python3-pytest-xdist python3-jsonschema iproute2 nftables iptables libnetfilter-queue1 tcpdump
       pkg-config procps util-linux chromium knot nsd dnsperf
       unbound bind9 knot-resolver pdns-recursor dnsmasq-base man-db groff-base zonemaster-cli dnsviz

@@ -11,6 +11,11 @@ public struct RegistrationTable: Hashable, Sendable {
     public struct Claim: Hashable, Sendable {
         public var key: SIG0Key
         public var expiry: Int64
+
+        public init(key: SIG0Key, expiry: Int64) {
+            self.key = key
+            self.expiry = expiry
+        }
     }
 
     public struct Host: Hashable, Sendable {
@@ -20,6 +25,14 @@ public struct RegistrationTable: Hashable, Sendable {
         /// At most the lease (§4).
         public var ttl: UInt32
         public var expiry: Int64
+
+        public init(name: DNSName, key: SIG0Key, addresses: [RData], ttl: UInt32, expiry: Int64) {
+            self.name = name
+            self.key = key
+            self.addresses = addresses
+            self.ttl = ttl
+            self.expiry = expiry
+        }
     }
 
     public struct Service: Hashable, Sendable {
@@ -33,6 +46,19 @@ public struct RegistrationTable: Hashable, Sendable {
         public var serviceNames: [DNSName]
         public var ttl: UInt32
         public var expiry: Int64
+
+        public init(
+            instance: DNSName, host: DNSName, srv: [UInt16], txt: [[UInt8]], serviceNames: [DNSName], ttl: UInt32,
+            expiry: Int64
+        ) {
+            self.instance = instance
+            self.host = host
+            self.srv = srv
+            self.txt = txt
+            self.serviceNames = serviceNames
+            self.ttl = ttl
+            self.expiry = expiry
+        }
     }
 
     public private(set) var claims: [DNSName: Claim] = [:]
@@ -41,6 +67,13 @@ public struct RegistrationTable: Hashable, Sendable {
 
     public init() {}
 
+    /// A table as a store kept it.
+    public init(claims: [DNSName: Claim], hosts: [DNSName: Host], services: [DNSName: Service]) {
+        self.claims = claims
+        self.hosts = hosts
+        self.services = services
+    }
+
     /// What an update or an expiry changed: what to publish (again) and what to withdraw.
     public struct Changes: Hashable, Sendable {
         public var hosts: [Host] = []
@@ -48,10 +81,14 @@ public struct RegistrationTable: Hashable, Sendable {
         public var removedHosts: [DNSName] = []
         public var removedServices: [DNSName] = []
         public var removedClaims: [DNSName] = []
+        /// Names whose claim was made or renewed (a store writes them; nothing is published).
+        public var claimed: [DNSName] = []
+
+        public init() {}
 
         public var isEmpty: Bool {
             hosts.isEmpty && services.isEmpty && removedHosts.isEmpty && removedServices.isEmpty
-                && removedClaims.isEmpty
+                && removedClaims.isEmpty && claimed.isEmpty
         }
     }
 
@@ -76,6 +113,7 @@ public struct RegistrationTable: Hashable, Sendable {
                 if claims.removeValue(forKey: name) != nil { changes.removedClaims.append(name) }
             } else {
                 claims[name] = Claim(key: key, expiry: now + keyLease)
+                changes.claimed.append(name)
             }
         }
         guard granted.lease > 0 else {

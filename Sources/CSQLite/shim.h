@@ -1,0 +1,5 @@
+// SQLite, Debian package libsqlite3-dev. Only RegistrationStore imports this module.
+#ifndef CSQLITE_SHIM_H
+#define CSQLITE_SHIM_H
+#include <sqlite3.h>
+#endif
