@@ -27,13 +27,17 @@ public struct SIG0Key: Hashable, Sendable {
     /// Reads KEY RDATA; nil when it is shorter than its fixed fields or holds no key.
     public init?(rdata: [UInt8]) {
         guard rdata.count > 4 else { return nil }
-        self.flags = UInt16(rdata[0]) << 8 | UInt16(rdata[1])
+        self.flags = rdata.u16(at: 0)
         self.protocol = rdata[2]
         self.algorithm = rdata[3]
         self.publicKey = Array(rdata[4...])
     }
 
-    public var rdata: [UInt8] { [UInt8(flags >> 8), UInt8(flags & 0xFF), `protocol`, algorithm] + publicKey }
+    public var rdata: [UInt8] {
+        var rdata: [UInt8] = []
+        rdata.appendU16(flags)
+        return rdata + [`protocol`, algorithm] + publicKey
+    }
 
     /// The key tag (RFC 4034 Appendix B), which a SIG names its key by.
     public var tag: UInt16 {
@@ -84,9 +88,8 @@ public struct SIG0: Sendable {
         guard walker.offset == wire.count else { throw .malformed("octets after the last record") }
         // The last record: the root (one zero octet), then its fixed fields.
         guard wire[lastStart] == 0, lastStart + 11 <= wire.count else { return nil }
-        let field = { (at: Int) in UInt16(wire[lastStart + at]) << 8 | UInt16(wire[lastStart + at + 1]) }
-        guard RRType(field(1)) == .sig else { return nil }
-        guard RRClass(field(3)) == .any, field(5) == 0, field(7) == 0 else {
+        guard RRType(wire.u16(at: lastStart + 1)) == .sig else { return nil }
+        guard RRClass(wire.u16(at: lastStart + 3)) == .any, wire.u32(at: lastStart + 5) == 0 else {
             throw .malformed("SIG(0) must be class ANY with TTL 0 (RFC 2931 §3.1)")
         }
         let rdata = Array(wire[(lastStart + 11)...])
@@ -106,10 +109,9 @@ public struct SIG0: Sendable {
         let arCount = header.arCount - 1
         prefix[10] = UInt8(arCount >> 8)
         prefix[11] = UInt8(arCount & 0xFF)
-        let int32 = { (at: Int) in rdata[at..<at + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } }
         return SIG0(
-            algorithm: rdata[2], keyTag: UInt16(rdata[16]) << 8 | UInt16(rdata[17]), signerName: signer,
-            inception: int32(12), expiration: int32(8), signature: Array(rdata[nameWalker.offset...]),
+            algorithm: rdata[2], keyTag: rdata.u16(at: 16), signerName: signer,
+            inception: rdata.u32(at: 12), expiration: rdata.u32(at: 8), signature: Array(rdata[nameWalker.offset...]),
             signedData: Array(rdata[..<nameWalker.offset]) + prefix)
     }
 
@@ -147,7 +149,7 @@ private struct WireWalker {
 
     mutating func uint16() throws(DNSWireError) -> UInt16 {
         try skip(2)
-        return UInt16(wire[offset - 2]) << 8 | UInt16(wire[offset - 1])
+        return wire.u16(at: offset - 2)
     }
 
     /// A name: labels up to the root or a compression pointer.
@@ -194,16 +196,15 @@ public struct UpdateLease: Hashable, Sendable {
     /// Reads the option; nil when it is another option or not 4 or 8 octets long.
     public init?(_ option: EDNS.Option) {
         guard option.code == Self.code, option.data.count == 4 || option.data.count == 8 else { return nil }
-        let int32 = { (at: Int) in option.data[at..<at + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } }
-        self.lease = int32(0)
-        self.keyLease = option.data.count == 8 ? int32(4) : nil
+        self.lease = option.data.u32(at: 0)
+        self.keyLease = option.data.count == 8 ? option.data.u32(at: 4) : nil
     }
 
     /// The option with both values, as a registrar answers (RFC 9665 §5.1).
     public var option: EDNS.Option {
-        let values = [lease, keyLease ?? lease]
-        return EDNS.Option(
-            code: Self.code,
-            data: values.flatMap { value in (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) } })
+        var data: [UInt8] = []
+        data.appendU32(lease)
+        data.appendU32(keyLease ?? lease)
+        return EDNS.Option(code: Self.code, data: data)
     }
 }

@@ -233,7 +233,10 @@ struct Body {
 
     static func service(_ service: RegistrationTable.Service) -> [UInt8] {
         items([
-            service.host.wireBytes, service.srv.flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }, number(service.ttl),
+            service.host.wireBytes,
+            [service.srv.priority, service.srv.weight, service.srv.port].flatMap {
+                [UInt8($0 >> 8), UInt8($0 & 0xFF)]
+            }, number(service.ttl),
         ])
             + items(service.txt) + items(service.serviceNames.map(\.wireBytes))
     }
@@ -285,7 +288,8 @@ struct Body {
         guard fields.count == 3, fields[1].count == 6, fields[2].count == 4 else {
             throw StoreError("a bad service row for \(instance)")
         }
-        let srv = stride(from: 0, to: 6, by: 2).map { UInt16(fields[1][$0]) << 8 | UInt16(fields[1][$0 + 1]) }
+        let field = { (at: Int) in UInt16(fields[1][at]) << 8 | UInt16(fields[1][at + 1]) }
+        let srv = SRPUpdate.SRV(priority: field(0), weight: field(2), port: field(4))
         var serviceNames: [DNSName] = []
         for name in names { serviceNames.append(try Body.name(name)) }
         return RegistrationTable.Service(

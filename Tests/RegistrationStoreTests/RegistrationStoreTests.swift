@@ -30,7 +30,8 @@ import Glibc
             ],
             services: [
                 instance: .init(
-                    instance: instance, host: host, srv: [0, 0, 631], txt: [Array("\u{0C}rp=ipp/print".utf8), []],
+                    instance: instance, host: host, srv: .init(priority: 0, weight: 0, port: 631),
+                    txt: [Array("\u{0C}rp=ipp/print".utf8), []],
                     serviceNames: [
                         try! DNSName("_ipp._tcp.default.service.arpa."),
                         try! DNSName("_universal._sub._ipp._tcp.default.service.arpa."),

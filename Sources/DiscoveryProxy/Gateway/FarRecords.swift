@@ -1,6 +1,7 @@
 import DNSWire
 
-/// A name and type one route follows (zone form, as subscribed).
+/// A name and type: an RRset's identity (for the gateway, one a route follows, in zone form as
+/// subscribed; for an SRP update, an RRset whose TTLs must agree).
 struct RecordKey: Hashable, Sendable {
     var name: DNSName
     var type: RRType

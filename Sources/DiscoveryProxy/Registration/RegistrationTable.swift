@@ -38,8 +38,7 @@ public struct RegistrationTable: Hashable, Sendable {
     public struct Service: Hashable, Sendable {
         public var instance: DNSName
         public var host: DNSName
-        /// Priority, weight and port.
-        public var srv: [UInt16]
+        public var srv: SRPUpdate.SRV
         public var txt: [[UInt8]]
         /// The service type and subtypes its PTRs are published under (§3.3.4: replaced as a
         /// set by each update).
@@ -48,7 +47,7 @@ public struct RegistrationTable: Hashable, Sendable {
         public var expiry: Int64
 
         public init(
-            instance: DNSName, host: DNSName, srv: [UInt16], txt: [[UInt8]], serviceNames: [DNSName], ttl: UInt32,
+            instance: DNSName, host: DNSName, srv: SRPUpdate.SRV, txt: [[UInt8]], serviceNames: [DNSName], ttl: UInt32,
             expiry: Int64
         ) {
             self.instance = instance
@@ -120,9 +119,7 @@ public struct RegistrationTable: Hashable, Sendable {
             // LEASE 0: the host and every service that names it go ("Removing All Published
             // Services"; §5.1: no service outlives its host).
             removeHost(update.host.name, into: &changes)
-            for service in update.services where services.removeValue(forKey: service.instance) != nil {
-                changes.removedServices.append(service.instance)
-            }
+            for service in update.services { removeService(service.instance, into: &changes) }
             return .applied(changes)
         }
         let expiry = now + Int64(granted.lease)
@@ -135,13 +132,11 @@ public struct RegistrationTable: Hashable, Sendable {
         }
         for service in update.services {
             guard let srv = service.srv else {
-                if services.removeValue(forKey: service.instance) != nil {
-                    changes.removedServices.append(service.instance)
-                }
+                removeService(service.instance, into: &changes)
                 continue
             }
             let entry = Service(
-                instance: service.instance, host: host.name, srv: [srv.priority, srv.weight, srv.port],
+                instance: service.instance, host: host.name, srv: srv,
                 txt: service.txt, serviceNames: service.serviceNames, ttl: min(service.ttl, granted.lease),
                 expiry: expiry)
             if services[entry.instance] != entry {
@@ -160,8 +155,7 @@ public struct RegistrationTable: Hashable, Sendable {
             removeHost(host.name, into: &changes)
         }
         for service in services.values where service.expiry <= now {
-            services[service.instance] = nil
-            changes.removedServices.append(service.instance)
+            removeService(service.instance, into: &changes)
         }
         for (name, claim) in claims where claim.expiry <= now && hosts[name] == nil && services[name] == nil {
             claims[name] = nil
@@ -184,8 +178,11 @@ public struct RegistrationTable: Hashable, Sendable {
     private mutating func removeHost(_ name: DNSName, into changes: inout Changes) {
         if hosts.removeValue(forKey: name) != nil { changes.removedHosts.append(name) }
         for service in services.values where service.host == name {
-            services[service.instance] = nil
-            changes.removedServices.append(service.instance)
+            removeService(service.instance, into: &changes)
         }
+    }
+
+    private mutating func removeService(_ instance: DNSName, into changes: inout Changes) {
+        if services.removeValue(forKey: instance) != nil { changes.removedServices.append(instance) }
     }
 }

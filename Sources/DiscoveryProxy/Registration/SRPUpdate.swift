@@ -29,12 +29,8 @@ public struct SRPUpdate: Hashable, Sendable {
     /// (§3.3.1.1) that point at it.
     public struct Service: Hashable, Sendable {
         public var instance: DNSName
-        /// Priority, weight and port of its SRV; nil when the update deletes the instance.
-        public var srv: (priority: UInt16, weight: UInt16, port: UInt16)? {
-            get { srvFields.map { ($0[0], $0[1], $0[2]) } }
-            set { srvFields = newValue.map { [$0.priority, $0.weight, $0.port] } }
-        }
-        private var srvFields: [UInt16]?
+        /// Its SRV's fields but the target (the host); nil when the update deletes the instance.
+        public var srv: SRV?
         /// Each TXT RDATA, byte for byte.
         public var txt: [[UInt8]]
         /// The service type (`_ipp._tcp.<zone>`) and subtypes (`_x._sub._ipp._tcp.<zone>`)
@@ -42,14 +38,19 @@ public struct SRPUpdate: Hashable, Sendable {
         public var serviceNames: [DNSName]
         public var ttl: UInt32
 
-        public var isDeleted: Bool { srvFields == nil }
+        public var isDeleted: Bool { srv == nil }
+    }
 
-        init(instance: DNSName, srv: [UInt16]?, txt: [[UInt8]], serviceNames: [DNSName], ttl: UInt32) {
-            self.instance = instance
-            self.srvFields = srv
-            self.txt = txt
-            self.serviceNames = serviceNames
-            self.ttl = ttl
+    /// An SRV's priority, weight and port; its target is the update's host (§3.3.1.2).
+    public struct SRV: Hashable, Sendable {
+        public var priority: UInt16
+        public var weight: UInt16
+        public var port: UInt16
+
+        public init(priority: UInt16, weight: UInt16, port: UInt16) {
+            self.priority = priority
+            self.weight = weight
+            self.port = port
         }
     }
 
@@ -122,19 +123,14 @@ public struct SRPUpdate: Hashable, Sendable {
 
     /// §4: every RRset an update adds has one TTL.
     private static func checkTTLs(_ updates: [ResourceRecord]) throws(Rejection) {
-        var ttls: [RRSetKey: UInt32] = [:]
+        var ttls: [RecordKey: UInt32] = [:]
         for record in updates where record.rrClass == .in {
-            let key = RRSetKey(name: record.name, type: record.type)
+            let key = RecordKey(name: record.name, type: record.type)
             if let ttl = ttls[key], ttl != record.ttl {
                 throw .refused("\(record.name) \(record.type): TTLs \(ttl) and \(record.ttl) in one RRset (§4)")
             }
             ttls[key] = record.ttl
         }
-    }
-
-    private struct RRSetKey: Hashable {
-        var name: DNSName
-        var type: RRType
     }
 }
 
@@ -239,7 +235,7 @@ private struct Instructions {
     /// One Service Description Instruction (§3.3.1.2) and the PTRs that name it (§3.3.1.1).
     private func service(_ instance: DNSName, host: SRPUpdate.Host) throws(SRPUpdate.Rejection) -> SRPUpdate.Service {
         let records = adds[instance] ?? []
-        var srv: [UInt16]?
+        var srv: SRPUpdate.SRV?
         var txt: [[UInt8]] = []
         var ttl = host.ttl
         for record in records {
@@ -249,7 +245,7 @@ private struct Instructions {
                 guard target == host.name else {
                     throw .refused("\(instance): SRV target \(target) is not the host \(host.name) (§3.3.1.2)")
                 }
-                srv = [priority, weight, port]
+                srv = SRPUpdate.SRV(priority: priority, weight: weight, port: port)
                 ttl = record.ttl
             case .txt(let bytes) where record.type == .txt:
                 txt.append(bytes)
