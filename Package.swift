@@ -219,7 +219,7 @@ let package = Package(
 
         .testTarget(name: "DNSWireTests", dependencies: ["DNSWire"], swiftSettings: swiftSettings),
         .testTarget(
-            name: "RegistrationStoreTests", dependencies: ["RegistrationStore", "DiscoveryProxy", "DNSWire"],
+            name: "RegistrationStoreTests", dependencies: ["RegistrationStore", "DiscoveryProxy", "DNSWire", "CSQLite"],
             swiftSettings: swiftSettings),
         .testTarget(name: "YAMLDocumentTests", dependencies: ["YAMLDocument"], swiftSettings: swiftSettings),
         .testTarget(name: "MDNSTests", dependencies: ["MDNS"], exclude: ["lab.sh"], swiftSettings: swiftSettings),

@@ -30,6 +30,12 @@ public final class RegistrationStore {
             return (store, try store.load(), nil)
         } catch let problem {
             store.close()
+            // Only a store that is itself damaged is moved aside: a lock, a full disk or an I/O
+            // error says nothing about its contents, and the next start may read them.
+            guard problem.isCorruption else {
+                throw StoreError(
+                    "cannot read the registration store \(problem) (nothing was changed; fix the cause and start again)")
+            }
             let aside = "\(path).corrupt-\(time(nil))"
             for suffix in ["", "-wal", "-shm"] where access(path + suffix, F_OK) == 0 {
                 guard rename(path + suffix, aside + suffix) == 0 else {
@@ -97,7 +103,7 @@ public final class RegistrationStore {
         try execute("PRAGMA journal_mode=WAL")
         try execute("PRAGMA synchronous=FULL")
         let check = try text("PRAGMA quick_check")
-        guard check == "ok" else { throw StoreError("SQLite's quick_check says \(check)") }
+        guard check == "ok" else { throw .corrupt("SQLite's quick_check says \(check)") }
         try execute(
             "CREATE TABLE IF NOT EXISTS registration (kind INTEGER NOT NULL, name BLOB NOT NULL, body BLOB NOT NULL, expiry INTEGER NOT NULL, PRIMARY KEY (kind, name)) WITHOUT ROWID"
         )
@@ -112,7 +118,7 @@ public final class RegistrationStore {
             case .claim: claims[name] = try body.claim(expiry: expiry)
             case .host: hosts[name] = try body.host(name, expiry: expiry)
             case .service: services[name] = try body.service(name, expiry: expiry)
-            case nil: throw StoreError("a row of unknown kind \(row.int64(0))")
+            case nil: throw .corrupt("a row of unknown kind \(row.int64(0))")
             }
         }
         return RegistrationTable(claims: claims, hosts: hosts, services: services)
@@ -184,7 +190,7 @@ public final class RegistrationStore {
     ) throws(StoreError) {
         var prepared: OpaquePointer?
         guard sqlite3_prepare_v2(database, sql, -1, &prepared, nil) == SQLITE_OK, let prepared else {
-            throw StoreError("\(path): \(message)")
+            throw failure
         }
         defer { sqlite3_finalize(prepared) }
         // SQLITE_TRANSIENT: SQLite copies the bytes before the call returns.
@@ -203,18 +209,32 @@ public final class RegistrationStore {
             switch sqlite3_step(prepared) {
             case SQLITE_ROW: try row(Row(statement: prepared))
             case SQLITE_DONE: return
-            default: throw StoreError("\(path): \(message)")
+            default: throw failure
             }
         }
     }
 
-    private var message: String { database.map { String(cString: sqlite3_errmsg($0)) } ?? "closed" }
+    /// SQLite's last error, as a corruption when SQLite says the file is damaged or no database.
+    private var failure: StoreError {
+        let message = database.map { String(cString: sqlite3_errmsg($0)) } ?? "closed"
+        let code = database.map { sqlite3_errcode($0) & 0xFF } ?? SQLITE_MISUSE
+        return StoreError("\(path): \(message)", isCorruption: code == SQLITE_CORRUPT || code == SQLITE_NOTADB)
+    }
 }
 
 /// A store problem, with the path and what to do.
 public struct StoreError: Error, CustomStringConvertible {
     public let description: String
-    init(_ description: String) { self.description = description }
+    /// The file itself is damaged (SQLite says so, or a row does not read): set it aside.
+    /// Anything else (a lock, I/O, permissions) is reported and the file left alone.
+    public let isCorruption: Bool
+
+    init(_ description: String, isCorruption: Bool = false) {
+        self.description = description
+        self.isCorruption = isCorruption
+    }
+
+    static func corrupt(_ description: String) -> StoreError { StoreError(description, isCorruption: true) }
 }
 
 /// The rows' bodies: fields in a fixed order, each list as a 2-octet count of 2-octet-length
@@ -246,21 +266,21 @@ struct Body {
         var index = 0
         while index < wire.count, wire[index] != 0 {
             let end = index + 1 + Int(wire[index])
-            guard end <= wire.count else { throw StoreError("a name runs past its row") }
+            guard end <= wire.count else { throw .corrupt("a name runs past its row") }
             labels.append(Array(wire[(index + 1)..<end]))
             index = end
         }
-        guard index == wire.count - 1 else { throw StoreError("a name without its root") }
+        guard index == wire.count - 1 else { throw .corrupt("a name without its root") }
         do {
             return try DNSName(labels: labels)
         } catch {
-            throw StoreError("a bad name: \(error)")
+            throw .corrupt("a bad name: \(error)")
         }
     }
 
     mutating func claim(expiry: Int64) throws(StoreError) -> RegistrationTable.Claim {
         let fields = try list()
-        guard fields.count == 1, let key = SIG0Key(rdata: fields[0]) else { throw StoreError("a bad claim row") }
+        guard fields.count == 1, let key = SIG0Key(rdata: fields[0]) else { throw .corrupt("a bad claim row") }
         return RegistrationTable.Claim(key: key, expiry: expiry)
     }
 
@@ -268,7 +288,7 @@ struct Body {
         let fields = try list()
         let addresses = try list()
         guard fields.count == 2, let key = SIG0Key(rdata: fields[0]), fields[1].count == 4 else {
-            throw StoreError("a bad host row for \(name)")
+            throw .corrupt("a bad host row for \(name)")
         }
         return RegistrationTable.Host(
             name: name, key: key,
@@ -276,7 +296,7 @@ struct Body {
                 switch bytes.count {
                 case 4: return .a(bytes)
                 case 16: return .aaaa(bytes)
-                default: throw StoreError("a bad address for \(name)")
+                default: throw .corrupt("a bad address for \(name)")
                 }
             }, ttl: Body.uint32(fields[1]), expiry: expiry)
     }
@@ -286,7 +306,7 @@ struct Body {
         let txt = try list()
         let names = try list()
         guard fields.count == 3, fields[1].count == 6, fields[2].count == 4 else {
-            throw StoreError("a bad service row for \(instance)")
+            throw .corrupt("a bad service row for \(instance)")
         }
         let field = { (at: Int) in UInt16(fields[1][at]) << 8 | UInt16(fields[1][at + 1]) }
         let srv = SRPUpdate.SRV(priority: field(0), weight: field(2), port: field(4))
@@ -317,7 +337,7 @@ struct Body {
     }
 
     private mutating func uint16() throws(StoreError) -> Int {
-        guard offset + 2 <= bytes.count else { throw StoreError("a row ends early") }
+        guard offset + 2 <= bytes.count else { throw .corrupt("a row ends early") }
         defer { offset += 2 }
         return Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
     }
@@ -326,7 +346,7 @@ struct Body {
         var out: [[UInt8]] = []
         for _ in 0..<(try uint16()) {
             let length = try uint16()
-            guard offset + length <= bytes.count else { throw StoreError("a row ends early") }
+            guard offset + length <= bytes.count else { throw .corrupt("a row ends early") }
             out.append(Array(bytes[offset..<(offset + length)]))
             offset += length
         }

@@ -1,3 +1,4 @@
+import CSQLite
 import DNSWire
 import DiscoveryProxy
 import Testing
@@ -100,6 +101,29 @@ import Glibc
         #expect(stat(aside, &status) == 0 && status.st_size == 8192)
         // And the new store works.
         try store.save(Self.everything, of: Self.table)
+    }
+
+    /// A store another process holds locked is healthy: reported, and left where it is.
+    @Test func aLockedStoreIsReportedNotSetAside() throws {
+        let directory = Self.directory()
+        let path = directory + "/registrations.sqlite"
+        do {
+            let (store, _, _) = try RegistrationStore.open(path: path)
+            try store.save(Self.everything, of: Self.table)
+        }
+        var other: OpaquePointer?
+        #expect(sqlite3_open(path, &other) == SQLITE_OK)
+        #expect(sqlite3_exec(other, "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE;", nil, nil, nil) == SQLITE_OK)
+        #expect {
+            _ = try RegistrationStore.open(path: path)
+        } throws: { error in
+            "\(error)".contains(path) && "\(error)".contains("nothing was changed")
+        }
+        sqlite3_exec(other, "COMMIT", nil, nil, nil)
+        sqlite3_close(other)  // an exclusive locking mode holds the lock until then
+        #expect(access(path, F_OK) == 0)
+        let (_, reread, setAside) = try RegistrationStore.open(path: path)
+        #expect(setAside == nil && reread == Self.table)
     }
 
     @Test func aStoreThatCannotBeOpenedNamesItsPath() {
