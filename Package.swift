@@ -177,7 +177,7 @@ let package = Package(
             name: "ProxyApp",
             dependencies: [
                 "DNSWire", "MDNS", "DiscoveryProxy", "DNSServer", "AdminHTTP", "BuildInfo", "YAMLDocument",
-                "CTLSIdentity",
+                "CTLSIdentity", "RegistrationStore",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
@@ -219,7 +219,8 @@ let package = Package(
 
         .testTarget(name: "DNSWireTests", dependencies: ["DNSWire"], swiftSettings: swiftSettings),
         .testTarget(
-            name: "RegistrationStoreTests", dependencies: ["RegistrationStore", "DiscoveryProxy", "DNSWire", "CSQLite"],
+            name: "RegistrationStoreTests",
+            dependencies: ["RegistrationStore", "DiscoveryProxy", "DNSWire", "CSQLite"],
             swiftSettings: swiftSettings),
         .testTarget(name: "YAMLDocumentTests", dependencies: ["YAMLDocument"], swiftSettings: swiftSettings),
         .testTarget(name: "MDNSTests", dependencies: ["MDNS"], exclude: ["lab.sh"], swiftSettings: swiftSettings),

@@ -46,6 +46,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private var isRunning = false
     private var isShutDown = false
     private let onCollision: @Sendable (MDNSGroup.Key) -> Void
+    private let onEstablished: @Sendable (MDNSGroup.Key) -> Void
     private let onError: @Sendable (String) -> Void
     private var wanted: [MDNSGroup.Key: MDNSGroup] = [:]
     private var groups: [MDNSGroup.Key: PublishedGroup] = [:]
@@ -58,17 +59,21 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     static let stallRetry: Duration = .seconds(1)
 
     /// `onCollision` runs on the poll thread with its lock held: it must not call `publish`
-    /// before returning (hand the rename to another queue). `onError` is told the interface of
-    /// every failure to publish there (a metric), on the same thread.
+    /// before returning (hand the rename to another queue). So does `onEstablished`, told each
+    /// time a group's records are probed for and announced (the SRP registrar's answer waits
+    /// for it). `onError` is told the interface of every failure to publish there (a metric),
+    /// on the same thread.
     public init(
         logger: Logger, retryDelay: Duration = .seconds(10),
         requestDeadline: Duration = AvahiBackend.defaultRequestDeadline,
         onCollision: @escaping @Sendable (MDNSGroup.Key) -> Void = { _ in },
+        onEstablished: @escaping @Sendable (MDNSGroup.Key) -> Void = { _ in },
         onError: @escaping @Sendable (String) -> Void = { _ in }
     ) throws(MDNSError) {
         guard let poll = avahi_threaded_poll_new() else { throw .daemon("cannot create the avahi threaded poll") }
         self.logger = logger
         self.onCollision = onCollision
+        self.onEstablished = onEstablished
         self.onError = onError
         self.retryDelay = retryDelay
         self.poll = poll
@@ -433,6 +438,7 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
                     "mdns.interface": "\(group.key.interface)", "mdns.group": "\(group.key.name)",
                     "mdns.records": "\(group.records?.count ?? 0)",
                 ])
+            self.onEstablished(group.key)
         case AVAHI_ENTRY_GROUP_COLLISION:
             // Another host answered our probe with other data for a unique record (RFC 6762 §9).
             self.onWorker { publisher in

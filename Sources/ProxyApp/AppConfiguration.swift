@@ -75,6 +75,8 @@ public struct AppConfiguration: Sendable, Equatable {
 
     /// DNS Push over DSO (RFC 8765, RFC 8490): its listener and advertisement (`push.*`).
     public var push = PushSettings()
+    /// The SRP registrar (`srp:`).
+    public var registrar = RegistrarConfiguration()
     /// DNS Push sessions' limits and timeouts (`push.max-sessions` …).
     public var pushSessions = PushConfiguration()
 

@@ -399,6 +399,11 @@ extension ConfigOption.Unit where File == Double, Stored == Duration? {
     }
 }
 
+extension ConfigOption.Unit where File == Int, Stored == UInt32 {
+    /// A count of seconds in 32 bits (an SRP lease); a negative value is kept as 0, for its rule.
+    static var uint32: Self { .init(store: { UInt32(clamping: $0) }, file: { Int($0) }) }
+}
+
 extension ConfigOption.Unit where File == Int, Stored == Duration {
     static var milliseconds: Self { .init(store: { .milliseconds($0) }, file: { Int($0 / .milliseconds(1)) }) }
 }

@@ -411,6 +411,48 @@ extension AppConfiguration {
                     "Every slip-th answer over the limit goes as a truncated reply, so that a real client retries over TCP.",
                 \.rateLimit.slip, .integer,
                 [Rule({ $0 >= 0 && $0 <= 10 }, "must be between 0 (never) and 10")]),
+            .scalar(
+                "srp.enabled",
+                help:
+                    "Take SRP registrations (RFC 9665) on every link, over UDP, TCP and TLS, and publish them over mDNS on the link they came from (the advertising proxy).",
+                \.registrar.isEnabled, .boolean,
+                effect: .restart(because: "the registration store is opened at start")),
+            .optionalText(
+                "srp.store",
+                help:
+                    "The SQLite file that keeps the registrations across restarts. Default: registrations.sqlite in push.state-dir.",
+                \.registrar.storePath, quote: true,
+                effect: .restart(because: "the registration store is opened at start")),
+            .scalar(
+                "srp.lease-min", help: "Shortest LEASE granted, in seconds (RFC 9664).", \.registrar.leases.leaseMin,
+                .integer, .uint32, [Rule({ $0 >= 1 }, "must be at least 1 second")]),
+            .scalar(
+                "srp.lease-max", help: "Longest LEASE granted, in seconds (27 hours, as Apple's and OpenThread's).",
+                \.registrar.leases.leaseMax, .integer, .uint32,
+                [Rule({ $0 >= Int($1.registrar.leases.leaseMin) }, reason: { _ in "must be at least srp.lease-min" })]),
+            .scalar(
+                "srp.key-lease-min", help: "Shortest KEY-LEASE granted, in seconds: how long a name stays claimed.",
+                \.registrar.leases.keyLeaseMin, .integer, .uint32, [Rule({ $0 >= 1 }, "must be at least 1 second")]),
+            .scalar(
+                "srp.key-lease-max", help: "Longest KEY-LEASE granted, in seconds (7 days).",
+                \.registrar.leases.keyLeaseMax, .integer, .uint32,
+                [
+                    Rule(
+                        { $0 >= Int($1.registrar.leases.keyLeaseMin) },
+                        reason: { _ in "must be at least srp.key-lease-min" })
+                ]),
+            .scalar(
+                "srp.max-hosts",
+                help:
+                    "Hosts registered at once, on all links; an update adding one more gets REFUSED. Each host is one avahi entry group: stay below avahi-daemon's objects-per-client-max.",
+                \.registrar.maxHosts, .integer, [Rule({ $0 >= 1 }, "must be at least 1")]),
+            .scalar(
+                "srp.max-hosts-per-client", help: "Hosts registered at once from one client address.",
+                \.registrar.maxHostsPerClient, .integer, [Rule({ $0 >= 1 }, "must be at least 1")]),
+            .scalar(
+                "srp.max-update-size", help: "Largest update taken, in octets; larger ones get REFUSED.",
+                \.registrar.maxUpdateSize, .integer,
+                [Rule({ (512...65535).contains($0) }, "must be between 512 and 65535")]),
             .optionalText(
                 "user",
                 help:

@@ -113,7 +113,13 @@ public struct ProxyApplication: Sendable {
         // Wrapped even with the limit off, when it passes every answer through: its counters
         // (`dns_rrl_responses_total`, on the dashboard) are then exported at zero.
         let rateLimiter = ResponseRateLimiter(configuration.rateLimit)
-        let responder: any DNSResponder = RateLimitedResponder(ProxyResponder(proxy: proxy), limiter: rateLimiter)
+        // SRP updates (srp.enabled; NOTIMP otherwise) on the same listeners, UDP, TCP and TLS.
+        let registration = try RegistrarService.start(
+            configuration: configuration, proxy: proxyConfiguration, scheduler: timers.proxy, logger: logger)
+        defer { registration.shutdown() }
+        let responder: any DNSResponder = RateLimitedResponder(
+            UpdateRouting(queries: ProxyResponder(proxy: proxy), registrar: registration.registrar),
+            limiter: rateLimiter)
         if configuration.rateLimit.isEnabled {
             logger.info(
                 "UDP response rate limit on",
@@ -154,7 +160,7 @@ public struct ProxyApplication: Sendable {
             proxy: proxy, server: server, pushListener: pushListener, push: push, rateLimiter: rateLimiter,
             avahi: backend, logLevel: logLevel,
             interfaceCheck: IntervalSetting(configuration.interfaceCheck),
-            browseDomains: browseDomains)
+            browseDomains: browseDomains, registrar: registration.registrar)
         let reloader = Reloader(load: reload, parts: parts, started: configuration, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: server), .init(service: ReloadOnHangup(reloader: reloader)),

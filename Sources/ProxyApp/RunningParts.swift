@@ -20,6 +20,8 @@ struct RunningParts: Sendable {
     let interfaceCheck: IntervalSetting
     /// The browse-domain advertisement (mDNS), re-planned for each configuration.
     let browseDomains: BrowseDomainAnnouncer
+    /// The SRP registrar: its bounds and limits, and the links it publishes on.
+    let registrar: Registrar
 
     /// Puts `configuration` in force; `refreshing` names links whose browses are re-created
     /// (their interface changed).
@@ -36,6 +38,7 @@ struct RunningParts: Sendable {
         // answer stored before a new rate limit is replayed past it.
         proxy.reconfigure(expected.proxy, refreshing: refreshing)
         if let advertisement = expected.browseDomains { browseDomains.publish(advertisement) }
+        registrar.apply(expected.registrar, proxy: expected.proxy)
     }
 
     /// What the parts hold now.
@@ -43,7 +46,8 @@ struct RunningParts: Sendable {
         Settings(
             proxy: proxy.configuration, server: server.current, pushListener: pushListener?.current,
             push: push.configuration, rateLimit: rateLimiter.limit, avahi: avahi.limits, logLevel: logLevel.level,
-            interfaceCheck: interfaceCheck.value, browseDomains: browseDomains.published)
+            interfaceCheck: interfaceCheck.value, browseDomains: browseDomains.published,
+            registrar: registrar.configuration)
     }
 
     /// Every part's settings, as held or as a configuration gives them.
@@ -58,6 +62,7 @@ struct RunningParts: Sendable {
         var interfaceCheck: Duration
         /// The advertisement last published; nil before the first.
         var browseDomains: BrowseDomainAdvertisement?
+        var registrar: RegistrarConfiguration
 
         /// What `configuration` gives each part; the TLS listener keeps the files of `pushListener`.
         static func given(
@@ -73,7 +78,8 @@ struct RunningParts: Sendable {
                 push: configuration.pushSessions, rateLimit: configuration.rateLimit,
                 avahi: configuration.avahi, logLevel: configuration.level,
                 interfaceCheck: configuration.interfaceCheck,
-                browseDomains: BrowseDomainAdvertisement(configuration: configuration, interfaces: interfaces))
+                browseDomains: BrowseDomainAdvertisement(configuration: configuration, interfaces: interfaces),
+                registrar: configuration.registrar)
         }
     }
 }

@@ -34,7 +34,8 @@ public final class RegistrationStore {
             // error says nothing about its contents, and the next start may read them.
             guard problem.isCorruption else {
                 throw StoreError(
-                    "cannot read the registration store \(problem) (nothing was changed; fix the cause and start again)")
+                    "cannot read the registration store \(problem) (nothing was changed; fix the cause and start again)"
+                )
             }
             let aside = "\(path).corrupt-\(time(nil))"
             for suffix in ["", "-wal", "-shm"] where access(path + suffix, F_OK) == 0 {
@@ -248,7 +249,7 @@ struct Body {
     static func claim(_ claim: RegistrationTable.Claim) -> [UInt8] { items([claim.key.rdata]) }
 
     static func host(_ host: RegistrationTable.Host) -> [UInt8] {
-        items([host.key.rdata, number(host.ttl)]) + items(host.addresses.map(addressBytes))
+        items([host.key.rdata, number(host.ttl)]) + items(host.addresses.map(addressBytes)) + items([host.source])
     }
 
     static func service(_ service: RegistrationTable.Service) -> [UInt8] {
@@ -287,7 +288,10 @@ struct Body {
     mutating func host(_ name: DNSName, expiry: Int64) throws(StoreError) -> RegistrationTable.Host {
         let fields = try list()
         let addresses = try list()
-        guard fields.count == 2, let key = SIG0Key(rdata: fields[0]), fields[1].count == 4 else {
+        let source = try list()
+        guard source.count == 1, [0, 4, 16].contains(source[0].count), fields.count == 2,
+            let key = SIG0Key(rdata: fields[0]), fields[1].count == 4
+        else {
             throw .corrupt("a bad host row for \(name)")
         }
         return RegistrationTable.Host(
@@ -298,7 +302,7 @@ struct Body {
                 case 16: return .aaaa(bytes)
                 default: throw .corrupt("a bad address for \(name)")
                 }
-            }, ttl: Body.uint32(fields[1]), expiry: expiry)
+            }, ttl: Body.uint32(fields[1]), expiry: expiry, source: source[0])
     }
 
     mutating func service(_ instance: DNSName, expiry: Int64) throws(StoreError) -> RegistrationTable.Service {
@@ -353,3 +357,5 @@ struct Body {
         return out
     }
 }
+
+extension RegistrationStore: RegistrationPersistence {}

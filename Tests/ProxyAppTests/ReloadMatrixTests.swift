@@ -71,6 +71,15 @@ struct ReloadMatrixTests {
         "rate-limit.ipv6-prefix-length": 64,
         "rate-limit.slip": 3,
         "user": "nobody",
+        "srp.enabled": true,
+        "srp.store": "/var/lib/discovery-proxy/other.sqlite",
+        "srp.lease-min": 60,
+        "srp.lease-max": 3600,
+        "srp.key-lease-min": 120,
+        "srp.key-lease-max": 86400,
+        "srp.max-hosts": 50,
+        "srp.max-hosts-per-client": 2,
+        "srp.max-update-size": 4096,
     ]
 
     static let interfaces = InterfaceTable(
@@ -113,7 +122,11 @@ struct ReloadMatrixTests {
                 rateLimiter: ResponseRateLimiter(base.rateLimit), avahi: LimitsHolder(base.avahi),
                 logLevel: LogLevelSwitch(base.level),
                 interfaceCheck: IntervalSetting(base.interfaceCheck),
-                browseDomains: BrowseDomainAnnouncer(publisher: NullPublisher(), logger: logger))
+                browseDomains: BrowseDomainAnnouncer(publisher: NullPublisher(), logger: logger),
+                registrar: Registrar(
+                    configuration: base.registrar, proxy: base.proxyConfiguration(interfaces: interfaces),
+                    table: RegistrationTable(), store: nil, publisher: NullPublisher(), scheduler: ManualScheduler(),
+                    logger: logger, clock: { 0 }))
             parts.apply(base, interfaces: interfaces)
             reloader = Reloader(
                 load: { (candidate(), []) }, parts: parts, started: base, logger: logger, interfaces: { interfaces })

@@ -25,13 +25,19 @@ public struct RegistrationTable: Hashable, Sendable {
         /// At most the lease (§4).
         public var ttl: UInt32
         public var expiry: Int64
+        /// The address the last update came from (4 or 16 octets; none if unknown): the status
+        /// page's, and the per-client limit's.
+        public var source: [UInt8]
 
-        public init(name: DNSName, key: SIG0Key, addresses: [RData], ttl: UInt32, expiry: Int64) {
+        public init(
+            name: DNSName, key: SIG0Key, addresses: [RData], ttl: UInt32, expiry: Int64, source: [UInt8] = []
+        ) {
             self.name = name
             self.key = key
             self.addresses = addresses
             self.ttl = ttl
             self.expiry = expiry
+            self.source = source
         }
     }
 
@@ -99,7 +105,9 @@ public struct RegistrationTable: Hashable, Sendable {
 
     /// Applies `update`, whose leases are already `granted`, at `now`: refused whole if any of
     /// its names is claimed by another key whose KEY-LEASE has not ended.
-    public mutating func apply(_ update: SRPUpdate, granted: UpdateLease, at now: Int64) -> Outcome {
+    public mutating func apply(
+        _ update: SRPUpdate, granted: UpdateLease, at now: Int64, from source: [UInt8] = []
+    ) -> Outcome {
         let key = update.host.key
         let names = [update.host.name] + update.services.map(\.instance)
         for name in names {
@@ -125,7 +133,7 @@ public struct RegistrationTable: Hashable, Sendable {
         let expiry = now + Int64(granted.lease)
         let host = Host(
             name: update.host.name, key: key, addresses: update.host.addresses,
-            ttl: min(update.host.ttl, granted.lease), expiry: expiry)
+            ttl: min(update.host.ttl, granted.lease), expiry: expiry, source: source)
         if hosts[host.name] != host {
             hosts[host.name] = host
             changes.hosts.append(host)

@@ -121,6 +121,31 @@ public struct SRPUpdate: Hashable, Sendable {
         self.keyTag = signature.keyTag
     }
 
+    /// The same update with its names moved from its zone into `zone` (the zone of the link
+    /// it came from: a registration in `default.service.arpa.` lands there). REFUSED when a
+    /// name grows past 255 octets.
+    public func moved(to zone: DNSName) -> Result<SRPUpdate, Rejection> {
+        guard zone != self.zone else { return .success(self) }
+        let from = self.zone
+        func move(_ name: DNSName) throws(Rejection) -> DNSName {
+            guard let relative = name.labels(before: from), let moved = try? DNSName(labels: relative + zone.labels)
+            else { throw .refused("\(name) does not fit in \(zone)") }
+            return moved
+        }
+        return Result { () throws(Rejection) in
+            var update = self
+            update.zone = zone
+            update.host.name = try move(host.name)
+            for index in update.services.indices {
+                update.services[index].instance = try move(update.services[index].instance)
+                var names: [DNSName] = []
+                for name in update.services[index].serviceNames { names.append(try move(name)) }
+                update.services[index].serviceNames = names
+            }
+            return update
+        }
+    }
+
     /// §4: every RRset an update adds has one TTL.
     private static func checkTTLs(_ updates: [ResourceRecord]) throws(Rejection) {
         var ttls: [RecordKey: UInt32] = [:]
@@ -282,27 +307,29 @@ private struct Instructions {
 /// operator's bounds. The defaults are Apple's srp-mdns-proxy's: LEASE 30 s to 27 h, KEY-LEASE
 /// 30 s to 7 days.
 public struct LeaseBounds: Hashable, Sendable {
-    public var lease: ClosedRange<UInt32>
-    public var keyLease: ClosedRange<UInt32>
+    /// Shortest and longest LEASE and KEY-LEASE granted, in seconds (bounds kept apart, so that
+    /// a configuration can name each; `--check-config` says when a minimum passes its maximum).
+    public var leaseMin: UInt32
+    public var leaseMax: UInt32
+    public var keyLeaseMin: UInt32
+    public var keyLeaseMax: UInt32
 
     public static let `default` = LeaseBounds(lease: 30...97_200, keyLease: 30...604_800)
 
     public init(lease: ClosedRange<UInt32>, keyLease: ClosedRange<UInt32>) {
-        self.lease = lease
-        self.keyLease = keyLease
+        self.leaseMin = lease.lowerBound
+        self.leaseMax = lease.upperBound
+        self.keyLeaseMin = keyLease.lowerBound
+        self.keyLeaseMax = keyLease.upperBound
     }
 
     /// LEASE 0 removes the registration and stays 0 (so does a KEY-LEASE of 0, which gives up
     /// the name); a 4-octet option's KEY-LEASE is 7 × LEASE, as srp-mdns-proxy grants; KEY-LEASE
     /// is never shorter than LEASE (§3.3.2).
     public func grant(_ asked: UpdateLease) -> UpdateLease {
-        let lease = asked.lease == 0 ? 0 : asked.lease.clamped(to: self.lease)
+        let lease = asked.lease == 0 ? 0 : min(max(asked.lease, leaseMin), leaseMax)
         let askedKey = asked.keyLease ?? (asked.lease > UInt32.max / 7 ? .max : asked.lease * 7)
-        let keyLease = askedKey == 0 ? 0 : max(askedKey.clamped(to: self.keyLease), lease)
+        let keyLease = askedKey == 0 ? 0 : max(min(max(askedKey, keyLeaseMin), keyLeaseMax), lease)
         return UpdateLease(lease: lease, keyLease: keyLease)
     }
-}
-
-extension Comparable {
-    fileprivate func clamped(to range: ClosedRange<Self>) -> Self { min(max(self, range.lowerBound), range.upperBound) }
 }

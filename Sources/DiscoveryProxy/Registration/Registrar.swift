@@ -1,0 +1,512 @@
+import DNSWire
+import EventCounting
+import Logging
+import MDNS
+import Metrics
+import Synchronization
+
+/// The SRP registrar and advertising proxy (RFC 9665; draft-ietf-dnssd-advertising-proxy-06):
+/// takes the DNS Updates the listeners receive, keeps what they register (`RegistrationTable`,
+/// on disk through `RegistrationPersistence` before any NOERROR), and publishes it over mDNS on
+/// the link the update came from (`RegistrationRecords`), where the proxy's own browses of
+/// that link find it for unicast and DNS Push clients like any other service there.
+///
+/// One update, in order:
+/// 1. trust: the client ACL, then the link whose subnets hold the source address (a
+///    registration lands in that link's zone), then the link's view (`Link.clients`);
+/// 2. limits: the update's size, hosts per client address and in all;
+/// 3. `SRPUpdate.read` (§3.3: instructions, Update Lease option, SIG(0)), moved into the link's
+///    zone; first come, first served against the table (§3.3.3: YXDOMAIN);
+/// 4. publication: a host whose records change is published, probed for by avahi-daemon, and
+///    the reply waits for the outcome for at most `outcomeWait` (as Apple's srp-mdns-proxy and
+///    OpenThread do): a name another device on the link holds gives YXDOMAIN and changes
+///    nothing; past the wait the registration is taken and stays published;
+/// 5. the table changes, the store commits, and NOERROR goes out with the granted leases
+///    (RFC 9664 §4). A store that cannot write gives SERVFAIL and the table as it was.
+///
+/// Expiry (§5.1) runs on the proxy's scheduler at the next lease's end; leases are on the wall
+/// clock (`clock`), so they keep counting while the daemon is down.
+public final class Registrar: Sendable {
+    /// The zone Thread and Matter devices register in (RFC 9665 §6.1).
+    public static let defaultZone = try! DNSName("default.service.arpa.")
+
+    private let publisher: any MDNSPublisher
+    private let scheduler: any ProxyScheduler
+    private let logger: Logger
+    private let clock: @Sendable () -> Int64
+    private let metrics: RegistrarMetrics
+    private let state: Mutex<State>
+
+    struct State: ~Copyable {
+        var configuration: RegistrarConfiguration
+        var links: [Link]
+        var allowedClients: [IPPrefix]?
+        var table: RegistrationTable
+        var store: (any RegistrationPersistence)?
+        /// Hosts being published for an update that waits for the outcome, by group.
+        var trials: [MDNSGroup.Key: Trial] = [:]
+        var expiryTimer: (any ProxyTimer)?
+        var isClosed = false
+    }
+
+    /// A host's group published for updates that wait for avahi-daemon's probe.
+    struct Trial {
+        var group: MDNSGroup
+        var waiting: [Waiter]
+        var timer: any ProxyTimer
+    }
+
+    /// An update that passed every check and waits to be applied.
+    struct Waiter: Sendable {
+        let update: SRPUpdate
+        let granted: UpdateLease
+        let query: Message
+        let client: DNSClient
+        let link: Link
+        let received: Int64
+        let reply: @Sendable ([UInt8]?) -> Void
+    }
+
+    /// `table` as the store kept it (`RegistrationStore.open`); `store` writes every change
+    /// (nil: kept in memory only, for tests). `clock`: wall-clock seconds.
+    public init(
+        configuration: RegistrarConfiguration, proxy: ProxyConfiguration, table: RegistrationTable,
+        store: sending (any RegistrationPersistence)?, publisher: any MDNSPublisher, scheduler: any ProxyScheduler,
+        logger: Logger, clock: @escaping @Sendable () -> Int64, metrics: RegistrarMetrics = RegistrarMetrics()
+    ) {
+        self.publisher = publisher
+        self.scheduler = scheduler
+        self.logger = logger
+        self.clock = clock
+        self.metrics = metrics
+        self.state = Mutex(
+            State(
+                configuration: configuration, links: proxy.links, allowedClients: proxy.allowedClients, table: table,
+                store: store))
+    }
+
+    /// Ends what expired while the daemon was down, publishes the rest and arms the expiry.
+    public func start() {
+        expire()
+    }
+
+    /// A reload: new bounds and limits, new links (registrations of a link no longer served
+    /// stay in the table, unpublished, until they expire).
+    public func apply(_ configuration: RegistrarConfiguration, proxy: ProxyConfiguration) {
+        state.withLock { state in
+            state.configuration = configuration
+            state.links = proxy.links
+            state.allowedClients = proxy.allowedClients
+            publishAll(&state)
+        }
+    }
+
+    public func shutdown() {
+        let waiting = state.withLock { state -> [Waiter] in
+            state.isClosed = true
+            state.expiryTimer?.cancel()
+            let waiting = state.trials.values.flatMap(\.waiting)
+            for trial in state.trials.values { trial.timer.cancel() }
+            state.trials = [:]
+            return waiting
+        }
+        // Not applied: a device that gets no answer sends its update again to the next server.
+        for waiter in waiting { waiter.reply(nil) }
+    }
+
+    /// The settings in force.
+    public var configuration: RegistrarConfiguration { state.withLock { $0.configuration } }
+
+    /// What the table holds now, for the status page.
+    public var table: RegistrationTable { state.withLock { $0.table } }
+
+    /// The links registrations are published on, as configured now.
+    public var links: [Link] { state.withLock { $0.links } }
+
+    // MARK: - An update
+
+    /// Answers one DNS Update (`bytes`, without a TCP length prefix) from `client`: `reply`
+    /// is called once, now or after the publication's outcome, with the answer (nil: none).
+    public func handle(_ bytes: [UInt8], from client: DNSClient, reply: @escaping @Sendable ([UInt8]?) -> Void) {
+        guard let header = MessageHeader(bytes), !header.isResponse else { return reply(nil) }
+        let query: Message
+        do {
+            query = try Message(wire: bytes)
+        } catch {
+            let failure = Message(
+                id: header.id, isResponse: true, opcode: header.opcode, rcode: .formErr)
+            return answer(failure, rcode: .formErr, reason: "undecodable: \(error)", client: client, reply: reply)
+        }
+        let now = clock()
+        switch check(query, bytes: bytes, from: client, now: now) {
+        case .failure(let rejection):
+            answer(query, rejection, client: client, reply: reply)
+        case .success(let (update, link)):
+            let granted = state.withLock { $0.configuration.leases.grant(update.lease) }
+            begin(
+                Waiter(
+                    update: update, granted: granted, query: query, client: client, link: link, received: now,
+                    reply: reply))
+        }
+    }
+
+    /// Steps 1 to 3, but first come, first served: who may register, the update as SRP reads
+    /// it, moved into the link's zone.
+    private func check(_ query: Message, bytes: [UInt8], from client: DNSClient, now: Int64) -> Result<
+        (SRPUpdate, Link), SRPUpdate.Rejection
+    > {
+        // The table as it is now (a copy is a few retains): the signature is checked outside
+        // the lock.
+        let (configuration, links, allowed, table) = state.withLock {
+            ($0.configuration, $0.links, $0.allowedClients, $0.table)
+        }
+        guard configuration.isEnabled else { return .failure(.init(rcode: .notImp, reason: "the registrar is off")) }
+        if let allowed, !allowed.contains(where: { $0.contains(client.address) }) {
+            return .failure(.init(rcode: .refused, reason: "client not allowed (allow-clients)"))
+        }
+        guard let link = links.first(where: { $0.subnets.contains { $0.contains(client.address) } }) else {
+            return .failure(.init(rcode: .refused, reason: "the client is on no served link"))
+        }
+        guard link.isVisible(to: client) else {
+            return .failure(.init(rcode: .refused, reason: "the client may not see link \(link.interface)"))
+        }
+        guard bytes.count <= configuration.maxUpdateSize else {
+            return .failure(
+                .init(rcode: .refused, reason: "\(bytes.count) octets, over srp.max-update-size"))
+        }
+        let zone = link.zone
+        return SRPUpdate.read(
+            query, wire: bytes, zones: [Self.defaultZone, zone],
+            registeredKey: { name in
+                let inLink = query.questions.first.flatMap { zoneAsked in
+                    name.labels(before: zoneAsked.name).flatMap { try? DNSName(labels: $0 + zone.labels) }
+                }
+                return inLink.flatMap { table.key(of: $0, at: now) }
+            }
+        ).flatMap { $0.moved(to: zone) }.map { ($0, link) }
+    }
+
+    /// Step 4: applied at once when nothing is to be published anew, else published and
+    /// held until avahi-daemon's outcome or `outcomeWait`.
+    private func begin(_ waiter: Waiter) {
+        let update = waiter.update
+        let key = RegistrationRecords.key(host: update.host.name, interface: waiter.link.interface)
+        enum Next {
+            case answer(SRPUpdate.Rejection)
+            case apply
+            case wait
+        }
+        let next = state.withLock { state -> Next in
+            guard !state.isClosed else { return .answer(.init(rcode: .servFail, reason: "shutting down")) }
+            if let limit = Self.limit(update, from: waiter.client, state: state) { return .answer(limit) }
+            var trial = state.table
+            if case .conflict(let name) = trial.apply(
+                update, granted: waiter.granted, at: waiter.received, from: waiter.client.address)
+            {
+                return .answer(.init(rcode: .yxDomain, reason: "\(name) is registered with another key (§3.3.3)"))
+            }
+            let wanted = RegistrationRecords.group(host: update.host.name, link: waiter.link, table: trial)
+            if var pending = state.trials[key] {
+                // The same update again (a retransmission) waits with the first; another one
+                // for a host still being published is told to come back.
+                guard pending.group == wanted else {
+                    return .answer(
+                        .init(rcode: .servFail, reason: "an earlier update of this host is still being published"))
+                }
+                pending.waiting.append(waiter)
+                state.trials[key] = pending
+                return .wait
+            }
+            let current = RegistrationRecords.group(host: update.host.name, link: waiter.link, table: state.table)
+            guard let wanted, wanted != current, !wanted.records.isEmpty else { return .apply }
+            let wait = state.configuration.outcomeWait
+            let timer = scheduler.schedule(after: wait) { [weak self] in self?.settle(key, collided: false, late: true)
+            }
+            state.trials[key] = Trial(group: wanted, waiting: [waiter], timer: timer)
+            publishAll(&state)
+            return .wait
+        }
+        switch next {
+        case .answer(let rejection): answer(waiter.query, rejection, client: waiter.client, reply: waiter.reply)
+        case .apply: commit([waiter])
+        case .wait: break
+        }
+    }
+
+    /// The bounds an update that adds a host must stay within (issue 44: a flood of updates
+    /// with fresh keys must not exhaust memory or disk).
+    private static func limit(_ update: SRPUpdate, from client: DNSClient, state: borrowing State) -> SRPUpdate
+        .Rejection?
+    {
+        let table = state.table
+        guard update.lease.lease > 0, table.hosts[update.host.name] == nil else { return nil }
+        let configuration = state.configuration
+        if table.hosts.count + state.trials.count >= configuration.maxHosts {
+            return .init(rcode: .refused, reason: "\(configuration.maxHosts) hosts registered (srp.max-hosts)")
+        }
+        let fromClient = table.hosts.values.lazy.filter { $0.source == client.address }.count
+        if fromClient >= configuration.maxHostsPerClient {
+            return .init(
+                rcode: .refused,
+                reason: "\(fromClient) hosts registered from this address (srp.max-hosts-per-client)")
+        }
+        return nil
+    }
+
+    /// avahi-daemon's outcome for a host's group (its poll thread: handed to the scheduler).
+    public func published(_ key: MDNSGroup.Key) {
+        scheduler.schedule(after: .zero) { [weak self] in self?.settle(key, collided: false, late: false) }
+    }
+
+    /// Another device on the link holds a name of the group (RFC 6762 §9), or this host's own
+    /// avahi-daemon does.
+    public func collided(_ key: MDNSGroup.Key) {
+        scheduler.schedule(after: .zero) { [weak self] in self?.settle(key, collided: true, late: false) }
+    }
+
+    private func settle(_ key: MDNSGroup.Key, collided: Bool, late: Bool) {
+        let waiting = state.withLock { state -> [Waiter]? in
+            guard let trial = state.trials.removeValue(forKey: key) else { return nil }
+            trial.timer.cancel()
+            if collided { publishAll(&state) }  // back to what is registered
+            return trial.waiting
+        }
+        guard let waiting else {
+            if collided {
+                metrics.lateConflicts.increment()
+                logger.warning(
+                    "a registered name was taken on the link after it was published",
+                    metadata: ["mdns.interface": "\(key.interface)", "srp.group": "\(key.name)"])
+            }
+            return
+        }
+        if collided {
+            for waiter in waiting {
+                answer(
+                    waiter.query,
+                    .init(rcode: .yxDomain, reason: "a device on link \(key.interface) holds the name (RFC 6762 §9)"),
+                    client: waiter.client, reply: waiter.reply)
+            }
+            return
+        }
+        if late {
+            logger.info(
+                "SRP: avahi-daemon has not confirmed the publication in time; registered all the same",
+                metadata: ["mdns.interface": "\(key.interface)", "srp.group": "\(key.name)"])
+        }
+        commit(waiting)
+    }
+
+    /// Step 5: each waiter's update applied, written and answered, in order.
+    private func commit(_ waiting: [Waiter]) {
+        for waiter in waiting {
+            let outcome = state.withLock { state -> Result<RegistrationTable.Changes, SRPUpdate.Rejection> in
+                let before = state.table
+                switch state.table.apply(
+                    waiter.update, granted: waiter.granted, at: waiter.received, from: waiter.client.address)
+                {
+                case .conflict(let name):
+                    return .failure(.init(rcode: .yxDomain, reason: "\(name) is registered with another key (§3.3.3)"))
+                case .applied(let changes):
+                    do {
+                        try state.store?.save(changes, of: state.table)
+                    } catch {
+                        state.table = before
+                        return .failure(.init(rcode: .servFail, reason: "the registration store: \(error)"))
+                    }
+                    publishAll(&state)
+                    armExpiry(&state)
+                    return .success(changes)
+                }
+            }
+            switch outcome {
+            case .failure(let rejection):
+                if rejection.rcode == .servFail { logger.error("SRP update not stored: \(rejection.reason)") }
+                answer(waiter.query, rejection, client: waiter.client, reply: waiter.reply)
+            case .success(let changes):
+                noteRegistered(waiter, changes: changes)
+                var lease = waiter.granted
+                if waiter.update.lease.keyLease == nil { lease.keyLease = nil }  // answered as asked
+                answer(waiter.query, rcode: .noError, lease: lease, client: waiter.client, reply: waiter.reply)
+            }
+        }
+    }
+
+    private func noteRegistered(_ waiter: Waiter, changes: RegistrationTable.Changes) {
+        let update = waiter.update
+        var metadata: Logger.Metadata = [
+            "srp.host": "\(update.host.name)", "link.interface": "\(waiter.link.interface)",
+            "dns.client": "\(IPPrefix.format(waiter.client.address))", "srp.key_tag": "\(update.keyTag)",
+            "srp.lease": "\(waiter.granted.lease)",
+            "srp.key_lease": "\(waiter.granted.keyLease ?? waiter.granted.lease)",
+        ]
+        if waiter.granted.lease == 0 {
+            logger.info("SRP registration removed", metadata: metadata)
+        } else if changes.hosts.isEmpty && changes.services.isEmpty && changes.removedServices.isEmpty {
+            logger.debug("SRP registration renewed", metadata: metadata)
+        } else {
+            metadata["srp.services"] = "\(update.services.filter { !$0.isDeleted }.map(\.instance.description))"
+            logger.info("SRP registration", metadata: metadata)
+        }
+    }
+
+    // MARK: - Expiry
+
+    /// Ends the leases that are over (§5.1), writes that, withdraws what they published (avahi
+    /// sends the goodbyes) and arms the next.
+    func expire() {
+        state.withLock { state in
+            guard !state.isClosed else { return }
+            let now = clock()
+            let before = state.table
+            let changes = state.table.expire(at: now)
+            if !changes.isEmpty {
+                do {
+                    try state.store?.save(changes, of: state.table)
+                } catch {
+                    // Still ended here (a lease is over whatever the disk says); the store
+                    // ends it again at the next start.
+                    logger.error("SRP expiry not stored: \(error)")
+                }
+                metrics.expiredHosts.increment(by: changes.removedHosts.count)
+                for host in changes.removedHosts {
+                    logger.info(
+                        "SRP registration expired",
+                        metadata: [
+                            "srp.host": "\(host)",
+                            "srp.services": "\(before.services.values.filter { $0.host == host }.count)",
+                        ])
+                }
+            }
+            publishAll(&state)
+            armExpiry(&state)
+        }
+    }
+
+    private func armExpiry(_ state: inout State) {
+        state.expiryTimer?.cancel()
+        state.expiryTimer = nil
+        guard let next = state.table.nextExpiry else { return }
+        let delay = Duration.seconds(max(0, next - clock())) + .milliseconds(10)
+        state.expiryTimer = scheduler.schedule(after: delay) { [weak self] in self?.expire() }
+    }
+
+    // MARK: - Publication
+
+    /// Hands the publisher every registered host's group, the ones being tried in their place.
+    private func publishAll(_ state: inout State) {
+        var groups: [MDNSGroup.Key: MDNSGroup] = [:]
+        for group in RegistrationRecords.groups(of: state.table, links: state.links) { groups[group.key] = group }
+        for (key, trial) in state.trials { groups[key] = trial.group }
+        publisher.publish(groups.values.sorted { $0.key < $1.key })
+        metrics.update(table: state.table, links: state.links, storeSize: state.store?.size)
+    }
+
+    // MARK: - Answers
+
+    private func answer(
+        _ query: Message, _ rejection: SRPUpdate.Rejection, client: DNSClient,
+        reply: @Sendable ([UInt8]?) -> Void
+    ) {
+        answer(query, rcode: rejection.rcode, reason: rejection.reason, client: client, reply: reply)
+    }
+
+    /// RFC 9665 §3.3.5: NOERROR, SERVFAIL, REFUSED or YXDOMAIN (FORMERR for what is no DNS
+    /// Update, NOTIMP while the registrar is off); the zone section echoed, and the granted
+    /// leases in an OPT (RFC 9664 §4).
+    private func answer(
+        _ query: Message, rcode: RCode, reason: String? = nil, lease: UpdateLease? = nil, client: DNSClient,
+        reply: @Sendable ([UInt8]?) -> Void
+    ) {
+        metrics.updates(rcode).increment()
+        if let reason, rcode != .noError {
+            logger.debug(
+                "SRP update not taken",
+                metadata: [
+                    "dns.client": "\(IPPrefix.format(client.address))", "dns.rcode": "\(rcode)",
+                    "srp.reason": "\(reason)",
+                ])
+        }
+        let response = Message(
+            id: query.id, isResponse: true, opcode: query.opcode, rcode: rcode,
+            questions: query.questions.count == 1 ? query.questions : [],
+            edns: query.edns.map { _ in EDNS(options: lease.map { [$0.option] } ?? []) })
+        reply(try? response.encode())
+    }
+}
+
+/// What keeps the registrations across a restart: `RegistrationStore` (SQLite). `save` returns
+/// once the change is on disk.
+public protocol RegistrationPersistence {
+    func save(_ changes: RegistrationTable.Changes, of table: RegistrationTable) throws
+    /// The store's size in octets, for the metrics.
+    var size: Int { get }
+}
+
+/// The registrar's settings: the `srp:` section of the file.
+public struct RegistrarConfiguration: Sendable, Equatable {
+    /// Off by default: registering is a way in of its own, opened by the operator.
+    public var isEnabled = false
+    public var leases = LeaseBounds.default
+    /// Where the registrations are kept; nil: `registrations.sqlite` in the state directory.
+    public var storePath: String?
+    /// Hosts registered at once, in all and per client address.
+    public var maxHosts = 1000
+    public var maxHostsPerClient = 16
+    /// Largest update taken, in octets.
+    public var maxUpdateSize = 16384
+    /// How long an answer waits for avahi-daemon's probe of the names (OpenThread: 1,250 ms).
+    public var outcomeWait: Duration = .milliseconds(1300)
+
+    public init() {}
+}
+
+/// The registrar's instruments: `srp_updates_total{rcode}`, `srp_registered_hosts{link}` and
+/// `srp_registered_services{link}`, `srp_expired_hosts_total`, `srp_late_conflicts_total` and
+/// `srp_store_bytes`.
+public final class RegistrarMetrics: Sendable {
+    private let factory: any MetricsFactory
+    private let byRCode = Mutex<[String: EventCounter]>([:])
+    let hosts: LinkGauges
+    let services: LinkGauges
+    let expiredHosts: EventCounter
+    let lateConflicts: EventCounter
+    let storeBytes: Gauge
+
+    public init(factory: any MetricsFactory = MetricsSystem.factory) {
+        self.factory = factory
+        hosts = LinkGauges("srp_registered_hosts", factory: factory)
+        services = LinkGauges("srp_registered_services", factory: factory)
+        expiredHosts = EventCounter(label: "srp_expired_hosts_total", factory: factory)
+        lateConflicts = EventCounter(label: "srp_late_conflicts_total", factory: factory)
+        storeBytes = Gauge(label: "srp_store_bytes", factory: factory)
+    }
+
+    func updates(_ rcode: RCode) -> EventCounter {
+        byRCode.withLock { counters in
+            let label = "\(rcode)"
+            if let counter = counters[label] { return counter }
+            let counter = EventCounter(label: "srp_updates_total", dimensions: [("rcode", label)], factory: factory)
+            counters[label] = counter
+            return counter
+        }
+    }
+
+    /// Updates answered, by RCODE name, for the status page.
+    public var answered: [String: Int] { byRCode.withLock { $0.mapValues(\.value) } }
+
+    func update(table: RegistrationTable, links: [Link], storeSize: Int?) {
+        var hostCounts: [String: Int] = [:]
+        var serviceCounts: [String: Int] = [:]
+        for link in links {
+            hostCounts[link.interface] = 0
+            serviceCounts[link.interface] = 0
+        }
+        func link(of name: DNSName) -> String? { links.first { name.isSubdomain(of: $0.zone) }?.interface }
+        for host in table.hosts.keys { if let link = link(of: host) { hostCounts[link, default: 0] += 1 } }
+        for service in table.services.keys { if let link = link(of: service) { serviceCounts[link, default: 0] += 1 } }
+        for (link, count) in hostCounts { hosts[link].record(count) }
+        for (link, count) in serviceCounts { services[link].record(count) }
+        if let storeSize { storeBytes.record(storeSize) }
+    }
+}

@@ -1,0 +1,105 @@
+import DNSServer
+import DNSWire
+import DiscoveryProxy
+import Logging
+import MDNS
+import RegistrationStore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The front ends' DNS Updates go to the registrar (RFC 9665 over UDP, TCP and TLS: the
+/// listeners are the proxy's own); every other message to the queries' responder. The opcode
+/// is one header octet: a query pays one comparison.
+struct UpdateRouting: DNSResponder {
+    let queries: any DNSResponder
+    let registrar: Registrar
+
+    func handle(query: [UInt8], from client: DNSClient, answer: @escaping @Sendable (DNSAnswer) -> Void) {
+        guard query.count >= 12, (query[2] >> 3) & 0x0F == Opcode.update.rawValue else {
+            return queries.handle(query: query, from: client, answer: answer)
+        }
+        registrar.handle(query, from: client) { answer(DNSAnswer(bytes: $0)) }
+    }
+}
+
+/// The registrar with its store and its own avahi publisher (a connection of its own: its
+/// groups come and go with registrations, the browse domains' stay).
+struct RegistrarService: Sendable {
+    let registrar: Registrar
+    let publisher: AvahiPublisher
+
+    /// Opens the store when `srp.enabled` (a damaged one is set aside and reported; one that
+    /// cannot be read stops the start), and publishes what it holds.
+    static func start(
+        configuration: AppConfiguration, proxy: ProxyConfiguration, scheduler: any ProxyScheduler, logger: Logger
+    ) throws -> RegistrarService {
+        let outcomes = OutcomeForwarder()
+        let publisher: AvahiPublisher
+        do {
+            publisher = try AvahiPublisher(
+                logger: logger, onCollision: { outcomes.collided($0) }, onEstablished: { outcomes.published($0) })
+        } catch {
+            throw StartupError("cannot start the avahi client: \(error)")
+        }
+        var table = RegistrationTable()
+        var store: RegistrationStore?
+        let settings = configuration.registrar
+        if settings.isEnabled {
+            let path = settings.storePath ?? configuration.push.stateDirectory + "/registrations.sqlite"
+            if settings.storePath == nil {
+                do {
+                    try FileManager.default.createDirectory(
+                        atPath: configuration.push.stateDirectory, withIntermediateDirectories: true,
+                        attributes: [.posixPermissions: 0o700])
+                } catch {
+                    throw StartupError(
+                        "srp: cannot create the state directory \(configuration.push.stateDirectory): \(SystemText.reason(error))"
+                    )
+                }
+            }
+            do {
+                let opened = try RegistrationStore.open(path: path)
+                if let setAside = opened.setAside { logger.error("srp: registration store damaged: \(setAside)") }
+                table = opened.table
+                store = opened.store
+            } catch {
+                throw StartupError("srp: \(error)")
+            }
+            logger.info(
+                "SRP registrar on",
+                metadata: [
+                    "srp.store": "\(path)", "srp.hosts": "\(table.hosts.count)",
+                    "srp.services": "\(table.services.count)",
+                ])
+        }
+        let registrar = Registrar(
+            configuration: settings, proxy: proxy, table: table, store: store, publisher: publisher,
+            scheduler: scheduler, logger: logger, clock: { Int64(time(nil)) })
+        outcomes.registrar.withLock { $0 = registrar }
+        if settings.isEnabled { registrar.start() }
+        return RegistrarService(registrar: registrar, publisher: publisher)
+    }
+
+    /// Answers nothing more, then withdraws the registrations from mDNS (goodbyes); they are
+    /// published again at the next start.
+    func shutdown() {
+        registrar.shutdown()
+        publisher.shutdown()
+    }
+}
+
+/// Hands the publisher's outcomes (on avahi's poll thread) to the registrar created after it.
+private final class OutcomeForwarder: Sendable {
+    let registrar = Mutex<Registrar?>(nil)
+    func published(_ key: MDNSGroup.Key) { registrar.withLock { $0 }?.published(key) }
+    func collided(_ key: MDNSGroup.Key) { registrar.withLock { $0 }?.collided(key) }
+}
