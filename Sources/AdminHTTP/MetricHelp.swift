@@ -46,6 +46,14 @@ public enum MetricHelp {
         "dns_push_messages_sent_total": "DNS Push messages sent (PUSH, responses, keepalives).",
         "dns_push_bytes_sent_total": "Bytes of DNS Push messages sent.",
         "dns_push_sessions_ended_total": "DNS Push sessions ended, by reason.",
+        // The SRP registrar (DiscoveryProxy)
+        "srp_updates_total": "SRP updates (DNS Update) answered, by response code.",
+        "srp_registered_hosts": "Hosts registered by SRP now, by link.",
+        "srp_registered_services": "Service instances registered by SRP now, by link.",
+        "srp_expired_hosts_total": "SRP host registrations ended by their lease.",
+        "srp_late_conflicts_total":
+            "Registered names another device on the link claimed after they were published (RFC 6762 §9).",
+        "srp_store_bytes": "Size of the SRP registration store (SQLite pages in use), in bytes.",
         // The build
         "discovery_proxy_build_info": "Always 1; the version and git revision of the running build as labels.",
     ]
