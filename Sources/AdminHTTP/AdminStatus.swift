@@ -46,6 +46,8 @@ public struct AdminStatus: Sendable, Codable, Equatable {
     public var links: [LinkStatus]
     /// The mDNS gateway's routes (`links[].announce`): what is announced on which link.
     public var announcements: [AnnouncementStatus]
+    /// The SRP registrar (`srp.enabled`): whether it is on, and every host registered.
+    public var registrar: RegistrarStatus
 
     public init(
         version: String,
@@ -59,9 +61,11 @@ public struct AdminStatus: Sendable, Codable, Equatable {
         avahi: AvahiStats = AvahiStats(),
         proxy: ProxyStats = ProxyStats(),
         links: [LinkStatus] = [],
-        announcements: [AnnouncementStatus] = []
+        announcements: [AnnouncementStatus] = [],
+        registrar: RegistrarStatus = RegistrarStatus()
     ) {
         self.announcements = announcements
+        self.registrar = registrar
         self.version = version
         self.revision = revision
         self.startedAt = startedAt
@@ -73,6 +77,20 @@ public struct AdminStatus: Sendable, Codable, Equatable {
         self.avahi = avahi
         self.proxy = proxy
         self.links = links
+    }
+}
+
+/// The SRP registrar on the status page and in `/api/services`.
+public struct RegistrarStatus: Sendable, Codable, Equatable {
+    public var enabled: Bool
+    /// Updates answered, by RCODE name (`srp_updates_total`).
+    public var updates: [String: Int]
+    public var hosts: [RegistrationStatus]
+
+    public init(enabled: Bool = false, updates: [String: Int] = [:], hosts: [RegistrationStatus] = []) {
+        self.enabled = enabled
+        self.updates = updates
+        self.hosts = hosts
     }
 }
 

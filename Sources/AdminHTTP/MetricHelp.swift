@@ -53,6 +53,8 @@ public enum MetricHelp {
         "srp_expired_hosts_total": "SRP host registrations ended by their lease.",
         "srp_late_conflicts_total":
             "Registered names another device on the link claimed after they were published (RFC 6762 §9).",
+        "srp_limited_total":
+            "SRP updates refused by a limit, by the limit's option name (max-hosts, max-update-rate, ...).",
         "srp_store_bytes": "Size of the SRP registration store (SQLite pages in use), in bytes.",
         // The build
         "discovery_proxy_build_info": "Always 1; the version and git revision of the running build as labels.",

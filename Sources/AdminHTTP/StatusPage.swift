@@ -176,6 +176,8 @@ public enum StatusPage {
             html += "</section>\n"
         }
 
+        if status.registrar.enabled { html += registrarSection(status.registrar) }
+
         html += """
             </main>
             <footer>Started \(escape(formatDate(status.startedAt))) · \
@@ -186,6 +188,32 @@ public enum StatusPage {
 
             """
         return html
+    }
+
+    /// The SRP registrations (RFC 9665): each host with its link, source, lease left and key tag.
+    static func registrarSection(_ registrar: RegistrarStatus) -> String {
+        let answered = registrar.updates.sorted { $0.key < $1.key }.map { "\(formatCount($0.value)) \($0.key)" }
+        var html = """
+            <section class="link">
+            <div class="link-head"><h2>Registered (SRP)</h2>\
+            <span class="muted">\(plural(registrar.hosts.count, "host")) · updates: \
+            \(escape(answered.isEmpty ? "none yet" : answered.joined(separator: " · ")))</span></div>
+
+            """
+        if registrar.hosts.isEmpty {
+            return html + "<p class=\"empty\">No registrations.</p>\n</section>\n"
+        }
+        html += "<table>\n<thead><tr><th>Host</th><th>Link</th><th>From</th><th>Services</th>"
+        html += "<th class=\"num\">Lease left</th><th class=\"num\">Key lease left</th><th class=\"num\">Key tag</th>"
+        html += "</tr></thead>\n<tbody>\n"
+        for host in registrar.hosts {
+            html += "<tr><td>\(escape(host.host))</td><td>\(escape(host.link))</td><td>\(escape(host.source))</td><td>"
+            html += host.instances.map { "<span class=\"chip\">\(escape($0))</span>" }.joined(separator: " ")
+            html += "</td><td class=\"num\">\(escape(formatUptime(Double(host.leaseLeft))))</td>"
+            html += "<td class=\"num\">\(escape(formatUptime(Double(host.keyLeaseLeft))))</td>"
+            html += "<td class=\"num\">\(host.keyTag)</td></tr>\n"
+        }
+        return html + "</tbody>\n</table>\n</section>\n"
     }
 
     /// "On this link": the inventory's service types with their instance counts, each type

@@ -370,11 +370,18 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
             self.groups[key] = group
         }
         group.index = index
+        // avahi-daemon refuses a second unique record of a name and type (AVAHI_ERR_COLLISION,
+        // even within one group): an RRset of several records (a host's two AAAA, an
+        // instance's two TXT) is published shared, and the host's other records carry the probe.
+        var sizes: [RRsetKey: Int] = [:]
+        for record in records { sizes[RRsetKey(name: record.name, type: record.type), default: 0] += 1 }
         for record in records {
             guard let name = AvahiName.escape(record.name) else { continue }
             // RFC 6762 §2: PTRs are shared; the rest is probed for and owned (§8.1).
             let unique = AVAHI_PUBLISH_UNIQUE.rawValue | (probe ? 0 : AVAHI_PUBLISH_NO_PROBE.rawValue)
-            let flags = AvahiPublishFlags(GroupAnnouncer.isUnique(record) ? unique : 0)
+            let isUnique =
+                GroupAnnouncer.isUnique(record) && sizes[RRsetKey(name: record.name, type: record.type)] == 1
+            let flags = AvahiPublishFlags(isUnique ? unique : 0)
             let error = self.call("add a record to an entry group") {
                 name.withCString { text in
                     record.rdata.withUnsafeBytes { rdata in
@@ -487,6 +494,12 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
 
     /// A call on the group's connection (worker only).
     fileprivate func groupCall<R>(_ what: String, _ body: () -> R) -> R { self.call(what, body) }
+}
+
+/// A name and type: an RRset of a group.
+private struct RRsetKey: Hashable {
+    let name: DNSName
+    let type: RRType
 }
 
 /// One `MDNSGroup`'s entry group. Guarded by the poll lock.

@@ -18,6 +18,7 @@ struct AdminSource: AdminStatusSource {
     let backend: AvahiBackend
     let reloader: Reloader
     let gateway: Gateway
+    let registrar: Registrar
     let startedAt: Date
     let started = ContinuousClock.now
 
@@ -47,7 +48,10 @@ struct AdminSource: AdminStatusSource {
                 connected: mdns == .running || mdns == .stalled, clients: backend.clientCount,
                 liveQueries: backend.liveQueryCount, reconnects: backend.reconnectCount, up: mdns == .running,
                 notAnsweringSince: notAnsweringSince, stalls: backend.stallCount),
-            proxy: proxy.stats, links: proxy.linkStatus(), announcements: gateway.status)
+            proxy: proxy.stats, links: proxy.linkStatus(), announcements: gateway.status,
+            registrar: RegistrarStatus(
+                enabled: registrar.configuration.isEnabled, updates: registrar.updatesAnswered,
+                hosts: registrar.status()))
     }
 
     func reload() async -> ReloadResult {

@@ -453,6 +453,11 @@ extension AppConfiguration {
                 "srp.max-update-size", help: "Largest update taken, in octets; larger ones get REFUSED.",
                 \.registrar.maxUpdateSize, .integer,
                 [Rule({ (512...65535).contains($0) }, "must be between 512 and 65535")]),
+            .scalar(
+                "srp.max-update-rate",
+                help:
+                    "Updates a second from one client address (twice that at once), checked before the signature; more get REFUSED. 0: no limit.",
+                \.registrar.maxUpdateRate, .integer, [Rule({ $0 >= 0 }, "must not be negative")]),
             .optionalText(
                 "user",
                 help:

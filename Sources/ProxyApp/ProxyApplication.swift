@@ -115,7 +115,8 @@ public struct ProxyApplication: Sendable {
         let rateLimiter = ResponseRateLimiter(configuration.rateLimit)
         // SRP updates (srp.enabled; NOTIMP otherwise) on the same listeners, UDP, TCP and TLS.
         let registration = try RegistrarService.start(
-            configuration: configuration, proxy: proxyConfiguration, scheduler: timers.proxy, logger: logger)
+            configuration: configuration, proxy: proxyConfiguration, interfaces: interfaces, scheduler: timers.proxy,
+            logger: logger)
         defer { registration.shutdown() }
         let responder: any DNSResponder = RateLimitedResponder(
             UpdateRouting(queries: ProxyResponder(proxy: proxy), registrar: registration.registrar),
@@ -172,7 +173,7 @@ public struct ProxyApplication: Sendable {
         if let admin = configuration.admin {
             let source = AdminSource(
                 proxy: proxy, server: server, backend: backend, reloader: reloader, gateway: gateway.gateway,
-                startedAt: Date())
+                registrar: registration.registrar, startedAt: Date())
             let logger = self.logger
             services.append(
                 .init(

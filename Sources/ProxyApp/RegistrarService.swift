@@ -40,7 +40,8 @@ struct RegistrarService: Sendable {
     /// Opens the store when `srp.enabled` (a damaged one is set aside and reported; one that
     /// cannot be read stops the start), and publishes what it holds.
     static func start(
-        configuration: AppConfiguration, proxy: ProxyConfiguration, scheduler: any ProxyScheduler, logger: Logger
+        configuration: AppConfiguration, proxy: ProxyConfiguration, interfaces: InterfaceTable,
+        scheduler: any ProxyScheduler, logger: Logger
     ) throws -> RegistrarService {
         let outcomes = OutcomeForwarder()
         let publisher: AvahiPublisher
@@ -85,7 +86,10 @@ struct RegistrarService: Sendable {
             configuration: settings, proxy: proxy, table: table, store: store, publisher: publisher,
             scheduler: scheduler, logger: logger, clock: { Int64(time(nil)) })
         outcomes.registrar.withLock { $0 = registrar }
-        if settings.isEnabled { registrar.start() }
+        if settings.isEnabled {
+            registrar.advertise(RegistrarAdvertisement.groups(configuration: configuration, interfaces: interfaces))
+            registrar.start()
+        }
         return RegistrarService(registrar: registrar, publisher: publisher)
     }
 

@@ -39,6 +39,7 @@ struct RunningParts: Sendable {
         proxy.reconfigure(expected.proxy, refreshing: refreshing)
         if let advertisement = expected.browseDomains { browseDomains.publish(advertisement) }
         registrar.apply(expected.registrar, proxy: expected.proxy)
+        registrar.advertise(RegistrarAdvertisement.groups(configuration: configuration, interfaces: interfaces))
     }
 
     /// What the parts hold now.

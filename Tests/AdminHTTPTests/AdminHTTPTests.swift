@@ -57,7 +57,7 @@ import Testing
                 #expect(
                     Set(object.keys) == [
                         "version", "revision", "startedAt", "uptimeSeconds", "health", "udpQueriesReceived",
-                        "tcpQueriesReceived", "tcp", "avahi", "proxy", "links", "announcements",
+                        "tcpQueriesReceived", "tcp", "avahi", "proxy", "links", "announcements", "registrar",
                     ])
                 #expect(object["startedAt"] as? String == "2025-06-15T15:06:40Z")
                 let links = try #require(object["links"] as? [[String: Any]])

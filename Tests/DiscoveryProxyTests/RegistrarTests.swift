@@ -168,6 +168,13 @@ import Testing
         #expect(acl.send(SRPUpdateTests.signed).last?.rcode == .refused)
         // Too large.
         #expect(Lab(configure: { $0.maxUpdateSize = 512 }).send(SRPUpdateTests.signed).last?.rcode == .refused)
+        // Over the rate (1 a second, 2 at once), before the signature is looked at.
+        let rate = Lab(configure: { $0.maxUpdateRate = 1 })
+        #expect(rate.send(SRPUpdateTests.withoutLease).last?.rcode == .refused)
+        _ = rate.send(SRPUpdateTests.withoutLease)
+        #expect(rate.send(SRPUpdateTests.signed).last?.rcode == .refused, "the third at once")
+        rate.scheduler.advance(by: .seconds(1))
+        #expect(rate.send(SRPUpdateTests.signed).count == 0, "a second later: taken, waiting for the probe")
         // Not SRP (no lease option, as nsupdate sends).
         #expect(Lab().send(SRPUpdateTests.withoutLease).last?.rcode == .refused)
         // A changed octet: the signature does not verify.

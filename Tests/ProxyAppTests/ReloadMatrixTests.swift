@@ -80,6 +80,7 @@ struct ReloadMatrixTests {
         "srp.max-hosts": 50,
         "srp.max-hosts-per-client": 2,
         "srp.max-update-size": 4096,
+        "srp.max-update-rate": 50,
     ]
 
     static let interfaces = InterfaceTable(

@@ -47,6 +47,10 @@ public final class Registrar: Sendable {
         var trials: [MDNSGroup.Key: Trial] = [:]
         var expiryTimer: (any ProxyTimer)?
         var isClosed = false
+        /// The registrar's own service on each link (`_dnssd-srp._tcp`, RFC 9665 §10).
+        var advertisement: [MDNSGroup] = []
+        /// Updates each client address may still send (`maxUpdateRate`).
+        var buckets: [[UInt8]: TokenBucket] = [:]
     }
 
     /// A host's group published for updates that wait for avahi-daemon's probe.
@@ -101,6 +105,16 @@ public final class Registrar: Sendable {
         }
     }
 
+    /// Publishes `groups`, the registrar's own service on the links (RFC 9665 §10), beside
+    /// the registrations; a reload or an interface change gives them again.
+    public func advertise(_ groups: [MDNSGroup]) {
+        state.withLock { state in
+            guard state.advertisement != groups else { return }
+            state.advertisement = groups
+            publishAll(&state)
+        }
+    }
+
     public func shutdown() {
         let waiting = state.withLock { state -> [Waiter] in
             state.isClosed = true
@@ -119,6 +133,12 @@ public final class Registrar: Sendable {
 
     /// What the table holds now, for the status page.
     public var table: RegistrationTable { state.withLock { $0.table } }
+
+    /// Updates answered so far, by RCODE name (`srp_updates_total`).
+    public var updatesAnswered: [String: Int] { metrics.answered }
+
+    /// The wall clock, in seconds.
+    var currentTime: Int64 { clock() }
 
     /// The links registrations are published on, as configured now.
     public var links: [Link] { state.withLock { $0.links } }
@@ -171,8 +191,13 @@ public final class Registrar: Sendable {
             return .failure(.init(rcode: .refused, reason: "the client may not see link \(link.interface)"))
         }
         guard bytes.count <= configuration.maxUpdateSize else {
+            metrics.limited("max-update-size").increment()
             return .failure(
                 .init(rcode: .refused, reason: "\(bytes.count) octets, over srp.max-update-size"))
+        }
+        guard takeToken(for: client.address) else {
+            metrics.limited("max-update-rate").increment()
+            return .failure(.init(rcode: .refused, reason: "over srp.max-update-rate from this address"))
         }
         let zone = link.zone
         return SRPUpdate.read(
@@ -186,6 +211,35 @@ public final class Registrar: Sendable {
         ).flatMap { $0.moved(to: zone) }.map { ($0, link) }
     }
 
+    /// One update's worth of the client address's rate (before its signature costs anything).
+    /// Full buckets are forgotten when many addresses have sent, so a flood from fresh
+    /// addresses holds at most `bucketLimit` of them.
+    private func takeToken(for address: [UInt8]) -> Bool {
+        let now = scheduler.now()
+        return state.withLock { state in
+            let rate = state.configuration.maxUpdateRate
+            guard rate > 0 else { return true }
+            if state.buckets.count >= Self.bucketLimit {
+                state.buckets = state.buckets.filter { _, bucket in
+                    var bucket = bucket
+                    return bucket.available(now: now) < Int(bucket.burst)
+                }
+                if state.buckets.count >= Self.bucketLimit { state.buckets.removeAll(keepingCapacity: true) }
+            }
+            var bucket =
+                state.buckets[address] ?? TokenBucket(rate: Double(rate), burst: Double(rate) * 2, now: now)
+            guard bucket.available(now: now) >= 1 else {
+                state.buckets[address] = bucket
+                return false
+            }
+            _ = bucket.reserve(now: now)
+            state.buckets[address] = bucket
+            return true
+        }
+    }
+
+    static let bucketLimit = 4096
+
     /// Step 4: applied at once when nothing is to be published anew, else published and
     /// held until avahi-daemon's outcome or `outcomeWait`.
     private func begin(_ waiter: Waiter) {
@@ -198,7 +252,9 @@ public final class Registrar: Sendable {
         }
         let next = state.withLock { state -> Next in
             guard !state.isClosed else { return .answer(.init(rcode: .servFail, reason: "shutting down")) }
-            if let limit = Self.limit(update, from: waiter.client, state: state) { return .answer(limit) }
+            if let limit = Self.limit(update, from: waiter.client, state: state, metrics: metrics) {
+                return .answer(limit)
+            }
             var trial = state.table
             if case .conflict(let name) = trial.apply(
                 update, granted: waiter.granted, at: waiter.received, from: waiter.client.address)
@@ -235,17 +291,19 @@ public final class Registrar: Sendable {
 
     /// The bounds an update that adds a host must stay within (issue 44: a flood of updates
     /// with fresh keys must not exhaust memory or disk).
-    private static func limit(_ update: SRPUpdate, from client: DNSClient, state: borrowing State) -> SRPUpdate
-        .Rejection?
-    {
+    private static func limit(
+        _ update: SRPUpdate, from client: DNSClient, state: borrowing State, metrics: RegistrarMetrics
+    ) -> SRPUpdate.Rejection? {
         let table = state.table
         guard update.lease.lease > 0, table.hosts[update.host.name] == nil else { return nil }
         let configuration = state.configuration
         if table.hosts.count + state.trials.count >= configuration.maxHosts {
+            metrics.limited("max-hosts").increment()
             return .init(rcode: .refused, reason: "\(configuration.maxHosts) hosts registered (srp.max-hosts)")
         }
         let fromClient = table.hosts.values.lazy.filter { $0.source == client.address }.count
         if fromClient >= configuration.maxHostsPerClient {
+            metrics.limited("max-hosts-per-client").increment()
             return .init(
                 rcode: .refused,
                 reason: "\(fromClient) hosts registered from this address (srp.max-hosts-per-client)")
@@ -398,6 +456,7 @@ public final class Registrar: Sendable {
         var groups: [MDNSGroup.Key: MDNSGroup] = [:]
         for group in RegistrationRecords.groups(of: state.table, links: state.links) { groups[group.key] = group }
         for (key, trial) in state.trials { groups[key] = trial.group }
+        for group in state.advertisement { groups[group.key] = group }
         publisher.publish(groups.values.sorted { $0.key < $1.key })
         metrics.update(table: state.table, links: state.links, storeSize: state.store?.size)
     }
@@ -455,6 +514,8 @@ public struct RegistrarConfiguration: Sendable, Equatable {
     public var maxHostsPerClient = 16
     /// Largest update taken, in octets.
     public var maxUpdateSize = 16384
+    /// Updates a second from one client address (twice that at once); 0: no limit.
+    public var maxUpdateRate = 10
     /// How long an answer waits for avahi-daemon's probe of the names (OpenThread: 1,250 ms).
     public var outcomeWait: Duration = .milliseconds(1300)
 
@@ -467,6 +528,7 @@ public struct RegistrarConfiguration: Sendable, Equatable {
 public final class RegistrarMetrics: Sendable {
     private let factory: any MetricsFactory
     private let byRCode = Mutex<[String: EventCounter]>([:])
+    private let byLimit = Mutex<[String: EventCounter]>([:])
     let hosts: LinkGauges
     let services: LinkGauges
     let expiredHosts: EventCounter
@@ -488,6 +550,16 @@ public final class RegistrarMetrics: Sendable {
             if let counter = counters[label] { return counter }
             let counter = EventCounter(label: "srp_updates_total", dimensions: [("rcode", label)], factory: factory)
             counters[label] = counter
+            return counter
+        }
+    }
+
+    /// `srp_limited_total{limit}`: updates refused by a limit (the option's name).
+    func limited(_ limit: String) -> EventCounter {
+        byLimit.withLock { counters in
+            if let counter = counters[limit] { return counter }
+            let counter = EventCounter(label: "srp_limited_total", dimensions: [("limit", limit)], factory: factory)
+            counters[limit] = counter
             return counter
         }
     }

@@ -80,3 +80,57 @@ struct RegistrationRecords {
         return MDNSGroup(key: key(host: host, interface: link.interface), records: records)
     }
 }
+
+/// One registered host as the status page and `/api/services` show it.
+public struct RegistrationStatus: Sendable, Codable, Equatable {
+    /// As registered, in the link's zone (`printer.lab1.example.`).
+    public var host: String
+    /// The link's interface; empty when its link is no longer served.
+    public var link: String
+    /// The address the last update came from.
+    public var source: String
+    /// Seconds until the lease ends, and the KEY-LEASE (the name's claim).
+    public var leaseLeft: Int
+    public var keyLeaseLeft: Int
+    /// RFC 4034 key tag of the host's KEY.
+    public var keyTag: Int
+    /// Its service instances, relative to the zone (`Printer 1._ipp._tcp`, not escaped).
+    public var instances: [String]
+
+    public init(
+        host: String, link: String, source: String, leaseLeft: Int, keyLeaseLeft: Int, keyTag: Int,
+        instances: [String]
+    ) {
+        self.host = host
+        self.link = link
+        self.source = source
+        self.leaseLeft = leaseLeft
+        self.keyLeaseLeft = keyLeaseLeft
+        self.keyTag = keyTag
+        self.instances = instances
+    }
+}
+
+extension Registrar {
+    /// Every registered host, by name, with the time left at `now` (wall-clock seconds).
+    public func status() -> [RegistrationStatus] {
+        let (table, links) = (self.table, self.links)
+        let now = currentTime
+        var services: [DNSName: [String]] = [:]
+        for service in table.services.values {
+            let link = links.first { service.instance.isSubdomain(of: $0.zone) }
+            let relative = link.flatMap { service.instance.labels(before: $0.zone) } ?? service.instance.labels
+            services[service.host, default: []].append(
+                relative.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "."))
+        }
+        return table.hosts.values.sorted { $0.name.description < $1.name.description }.map { host in
+            RegistrationStatus(
+                host: host.name.description,
+                link: links.first { host.name.isSubdomain(of: $0.zone) }?.interface ?? "",
+                source: host.source.isEmpty ? "" : IPPrefix.format(host.source),
+                leaseLeft: Int(max(0, host.expiry - now)),
+                keyLeaseLeft: Int(max(0, (table.claims[host.name]?.expiry ?? host.expiry) - now)),
+                keyTag: Int(host.key.tag), instances: (services[host.name] ?? []).sorted())
+        }
+    }
+}
