@@ -3,6 +3,10 @@ import DNSWire
 import DiscoveryProxy
 import MDNS
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 extension AppConfiguration {
     /// Every configuration key, once, in the order `--check-config` prints them, each read
     /// straight into the field of the structure that uses it (the proxy's, the listeners', the
@@ -422,6 +426,13 @@ extension AppConfiguration {
                 help:
                     "The SQLite file that keeps the registrations across restarts. Default: registrations.sqlite in push.state-dir.",
                 \.registrar.storePath, quote: true,
+                [
+                    Rule(
+                        { path in
+                            let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+                            return access(directory.isEmpty ? "/" : directory, W_OK) == 0
+                        }, "its directory does not exist or is not writable")
+                ],
                 effect: .restart(because: "the registration store is opened at start")),
             .scalar(
                 "srp.lease-min", help: "Shortest LEASE granted, in seconds (RFC 9664).", \.registrar.leases.leaseMin,

@@ -184,6 +184,25 @@ struct ConfigurationTests {
         text.split(whereSeparator: \.isWhitespace).joined(separator: " ")
     }
 
+    @Test("the srp section: bounds checked, a store whose directory cannot be written named")
+    func srpSection() throws {
+        let (config, readErrors) = AppConfiguration.parse(
+            yaml: """
+                links: [{interface: eth1, domain: lab1.example.}]
+                server-name: ns.example.
+                srp: {enabled: true, store: /nonexistent-dir/r.sqlite, lease-min: 600, lease-max: 60, max-hosts: 0}
+                """)
+        #expect(readErrors.isEmpty)
+        let errors = config.validate(interfaces: interfaces).map(\.description)
+        #expect(
+            errors == [
+                #"srp.store: "/nonexistent-dir/r.sqlite": its directory does not exist or is not writable"#,
+                #"srp.lease-max: "60": must be at least srp.lease-min"#,
+                #"srp.max-hosts: "0": must be at least 1"#,
+            ], "\(errors)")
+        #expect(config.registrar.isEnabled && config.registrar.leases.leaseMin == 600)
+    }
+
     @Test("a full file maps onto the proxy configuration, subnets detected without link-local")
     func fullFile() throws {
         let (config, readErrors) = AppConfiguration.parse(

@@ -72,7 +72,7 @@ struct ReloadMatrixTests {
         "rate-limit.slip": 3,
         "user": "nobody",
         "srp.enabled": true,
-        "srp.store": "/var/lib/discovery-proxy/other.sqlite",
+        "srp.store": "/tmp/other-registrations.sqlite",
         "srp.lease-min": 60,
         "srp.lease-max": 3600,
         "srp.key-lease-min": 120,

@@ -240,6 +240,9 @@ public final class Registrar: Sendable {
 
     static let bucketLimit = 4096
 
+    /// Names (a host and its instances) claimed per `maxHosts`, registered or not.
+    static let namesPerHost = 8
+
     /// Step 4: applied at once when nothing is to be published anew, else published and
     /// held until avahi-daemon's outcome or `outcomeWait`.
     private func begin(_ waiter: Waiter) {
@@ -297,6 +300,14 @@ public final class Registrar: Sendable {
         let table = state.table
         guard update.lease.lease > 0, table.hosts[update.host.name] == nil else { return nil }
         let configuration = state.configuration
+        // Names stay claimed after their host is removed (until KEY-LEASE ends): bounded too,
+        // or registering and removing fresh names would fill memory and disk.
+        if table.claims.count >= configuration.maxHosts * Self.namesPerHost {
+            metrics.limited("max-hosts").increment()
+            return .init(
+                rcode: .refused,
+                reason: "\(table.claims.count) names claimed (srp.max-hosts × \(Self.namesPerHost))")
+        }
         if table.hosts.count + state.trials.count >= configuration.maxHosts {
             metrics.limited("max-hosts").increment()
             return .init(rcode: .refused, reason: "\(configuration.maxHosts) hosts registered (srp.max-hosts)")
