@@ -48,6 +48,9 @@ links:
     domain: office.example.
   - interface: dsr-f
     domain: far.example.
+    announce:
+      - from: office.example.
+        services: {allow: [_ipp._tcp]}
 push:
   listen: ["%(rf)s:%(push)d"]
   state-dir: "%(dir)s/srp-state"
@@ -421,3 +424,36 @@ def test_hosts_per_client_are_bounded(srp, lab):
     finally:
         srp.stop_proxy()
         srp.start_proxy()
+
+
+ZEROCONF_BROWSE = """
+import sys, time
+from zeroconf import ServiceBrowser, Zeroconf
+want = sys.argv[2]
+found = []
+zc = Zeroconf(interfaces=[sys.argv[1]])
+class Listener:
+    def add_service(self, zc, type_, name):
+        found.append(name)
+    def update_service(self, zc, type_, name):
+        pass
+    def remove_service(self, zc, type_, name):
+        pass
+ServiceBrowser(zc, "_ipp._tcp.local.", Listener())
+deadline = time.monotonic() + float(sys.argv[3])
+while time.monotonic() < deadline and not any(n.startswith(want) for n in found):
+    time.sleep(0.2)
+info = zc.get_service_info("_ipp._tcp.local.", want + "._ipp._tcp.local.", timeout=3000) if any(
+    n.startswith(want) for n in found) else None
+print("FOUND" if info else "MISSING", info.port if info else "", sorted(found))
+zc.close()
+"""
+
+
+def test_the_gateway_carries_a_registration_to_another_link(srp, lab):
+    """links[].announce on the far link (from office.example., _ipp._tcp): a registered service
+    is announced there over mDNS like any other of the client link (python-zeroconf on the far
+    link resolves it)."""
+    srp.register("carried", key="p", instance="Carried", port=9631, expect="NOERROR")
+    r = L.nsrun(NS_SF, [sys.executable, "-c", ZEROCONF_BROWSE, FAR, "Carried", "25"], check=False, timeout=60)
+    assert r.stdout.startswith("FOUND 9631"), r.stdout + r.stderr + lab.log_text("srp-proxy", 30)
