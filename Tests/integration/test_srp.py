@@ -52,7 +52,7 @@ links:
       - from: office.example.
         services: {allow: [_ipp._tcp]}
 push:
-  listen: ["%(rf)s:%(push)d"]
+  listen: ["%(rf)s:%(push)d", "%(rc)s:%(push)d"]
   state-dir: "%(dir)s/srp-state"
 srp:
   enabled: true
@@ -144,11 +144,11 @@ class SRPLab:
         self.lab.stop_proc("srp-proxy")
 
     def register(self, host, *, key="a", instance=None, service="_ipp._tcp", port=631, txt=("rp=ipp/print",),
-                 address=(), lease=7200, key_lease=1209600, tcp=False, remove=False, subtype=(), zone=None,
-                 expect=None):
+                 address=(), lease=7200, key_lease=1209600, tcp=False, tls=False, remove=False, subtype=(),
+                 zone=None, expect=None):
         """Runs the requester on the client link; returns (RCODE text, lease option hex)."""
         cmd = [sys.executable, REQUESTER, "--host", host, "--key-file", os.path.join(self.keys, key + ".pem"),
-               "--server", ROUTER_C, "--server-port", str(PORT), "--lease", str(lease),
+               "--server", ROUTER_C, "--server-port", str(PORT + 1 if tls else PORT), "--lease", str(lease),
                "--key-lease", str(key_lease), "--port", str(port)]
         if instance:
             cmd += ["--service", service, "--instance", instance]
@@ -162,6 +162,8 @@ class SRPLab:
             cmd += ["--zone", zone]
         if tcp:
             cmd.append("--tcp")
+        if tls:
+            cmd.append("--tls")
         if remove:
             cmd.append("--remove")
         r = L.nsrun(NS_SC, cmd, check=False, timeout=20)
@@ -262,6 +264,12 @@ def test_register_over_tcp_and_browse_with_dnssd_browse(srp, lab):
     _wait(found, 20, "dnssd-browse --resolve Scanner through Unbound", srp)
     _wait(lambda: len(srp.resolver("scanner." + OFFICE, "AAAA").answer[0]) == 2
           if srp.resolver("scanner." + OFFICE, "AAAA").answer else False, 15, "scanner's two AAAA", srp)
+
+
+def test_register_over_dns_over_tls(srp, lab):
+    """The DNS Push listener (RFC 7858 framing) takes updates too."""
+    srp.register("secure", key="q", instance="Secure", tls=True, expect="NOERROR")
+    _wait(lambda: "Secure" in srp.avahi_browse(), 20, "Secure over mDNS", srp)
 
 
 def test_another_key_for_a_held_name_is_yxdomain(srp, lab):
