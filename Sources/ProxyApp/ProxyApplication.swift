@@ -49,7 +49,9 @@ public struct ProxyApplication: Sendable {
     public func run() async throws {
         // The proxy's timers and the gateway's on a thread each, so that a gateway pass (blocking
         // avahi calls for every announcement it changes) never holds up a collection window.
-        let timers = Timers(proxy: EventLoopScheduler(), gateway: EventLoopScheduler())
+        let timers = Timers(
+            proxy: EventLoopScheduler(), gateway: EventLoopScheduler(),
+            registrar: configuration.registrar.isEnabled ? EventLoopScheduler() : nil)
         do {
             try await run(timers: timers)
         } catch {
@@ -62,10 +64,15 @@ public struct ProxyApplication: Sendable {
     private struct Timers {
         let proxy: EventLoopScheduler
         let gateway: EventLoopScheduler
+        /// The SRP registrar's updates, store writes and expiry, when `srp.enabled`: an fsync
+        /// never waits on a DNS event loop or in front of the proxy's timers. Off, the proxy's
+        /// thread answers its NOTIMPs.
+        let registrar: EventLoopScheduler?
 
         func shutdown() async {
             await proxy.shutdown()
             await gateway.shutdown()
+            await registrar?.shutdown()
         }
     }
 
@@ -115,7 +122,8 @@ public struct ProxyApplication: Sendable {
         let rateLimiter = ResponseRateLimiter(configuration.rateLimit)
         // SRP updates (srp.enabled; NOTIMP otherwise) on the same listeners, UDP, TCP and TLS.
         let registration = try RegistrarService.start(
-            configuration: configuration, proxy: proxyConfiguration, interfaces: interfaces, scheduler: timers.proxy,
+            configuration: configuration, proxy: proxyConfiguration, interfaces: interfaces,
+            scheduler: timers.registrar ?? timers.proxy,
             logger: logger)
         defer { registration.shutdown() }
         let responder: any DNSResponder = RateLimitedResponder(

@@ -59,6 +59,7 @@ import Testing
             registrar.handle(update, from: DNSClient(address: address, port: 5353, transport: .udp)) {
                 replies.record($0)
             }
+            scheduler.advance(by: .zero)  // the registrar's thread takes it
             return replies
         }
 

@@ -147,7 +147,18 @@ public final class Registrar: Sendable {
 
     /// Answers one DNS Update (`bytes`, without a TCP length prefix) from `client`: `reply`
     /// is called once, now or after the publication's outcome, with the answer (nil: none).
+    ///
+    /// Nothing of it runs on the caller's thread (a DNS event loop): the signature, the table's
+    /// lock and the store's fsync are the registrar's scheduler's, so an update never holds up
+    /// the queries behind it.
     public func handle(_ bytes: [UInt8], from client: DNSClient, reply: @escaping @Sendable ([UInt8]?) -> Void) {
+        scheduler.schedule(after: .zero) { [weak self] in
+            guard let self else { return reply(nil) }
+            self.process(bytes, from: client, reply: reply)
+        }
+    }
+
+    private func process(_ bytes: [UInt8], from client: DNSClient, reply: @escaping @Sendable ([UInt8]?) -> Void) {
         guard let header = MessageHeader(bytes), !header.isResponse else { return reply(nil) }
         let query: Message
         do {
