@@ -465,3 +465,21 @@ def test_the_gateway_carries_a_registration_to_another_link(srp, lab):
     srp.register("carried", key="p", instance="Carried", port=9631, expect="NOERROR")
     r = L.nsrun(NS_SF, [sys.executable, "-c", ZEROCONF_BROWSE, FAR, "Carried", "25"], check=False, timeout=60)
     assert r.stdout.startswith("FOUND 9631"), r.stdout + r.stderr + lab.log_text("srp-proxy", 30)
+
+
+def test_a_frozen_avahi_daemon_delays_no_answer_and_loses_nothing(srp, lab):
+    """avahi-daemon stopped (SIGSTOP): the answer comes after the 1.3 s wait, NOERROR, stored;
+    once the daemon runs again the registration is published."""
+    pid = lab.procs["srp-avahi-r"].pid
+    # The daemon is the shell's child (avahi-daemon runs under `sh -c ... exec`: the same pid).
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        srp.register("frozen", key="r", instance="Frozen", expect="NOERROR")
+        assert time.monotonic() - t0 < 4, time.monotonic() - t0
+        # Queries go on meanwhile (the registrar's thread and lock are its own).
+        with L.netns(NS_SR):
+            assert dns.query.udp(dns.message.make_query(OFFICE, "SOA"), ROUTER_C, port=PORT, timeout=2).answer
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    _wait(lambda: "Frozen" in srp.avahi_browse(), 40, "Frozen published once avahi-daemon runs again", srp)
