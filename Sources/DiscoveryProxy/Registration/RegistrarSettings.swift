@@ -1,0 +1,95 @@
+import DNSWire
+import EventCounting
+import Metrics
+import Synchronization
+
+// What the registrar is given: its settings, its store's contract, its instruments.
+
+/// What keeps the registrations across a restart: `RegistrationStore` (SQLite). `save` returns
+/// once the change is on disk.
+public protocol RegistrationPersistence {
+    func save(_ changes: RegistrationTable.Changes, of table: RegistrationTable) throws
+    /// The store's size in octets, for the metrics.
+    var size: Int { get }
+}
+
+/// The registrar's settings: the `srp:` section of the file.
+public struct RegistrarConfiguration: Sendable, Equatable {
+    /// Off by default: registering is a way in of its own, opened by the operator.
+    public var isEnabled = false
+    public var leases = LeaseBounds.default
+    /// Where the registrations are kept; nil: `registrations.sqlite` in the state directory.
+    public var storePath: String?
+    /// Hosts registered at once, in all and per client address.
+    public var maxHosts = 1000
+    public var maxHostsPerClient = 16
+    /// Largest update taken, in octets.
+    public var maxUpdateSize = 16384
+    /// Updates a second from one client address (twice that at once); 0: no limit.
+    public var maxUpdateRate = 10
+    /// How long an answer waits for avahi-daemon's probe of the names (OpenThread: 1,250 ms).
+    public var outcomeWait: Duration = .milliseconds(1300)
+
+    public init() {}
+}
+
+/// The registrar's instruments: `srp_updates_total{rcode}`, `srp_registered_hosts{link}` and
+/// `srp_registered_services{link}`, `srp_expired_hosts_total`, `srp_late_conflicts_total` and
+/// `srp_store_bytes`.
+public final class RegistrarMetrics: Sendable {
+    private let factory: any MetricsFactory
+    private let byRCode = Mutex<[String: EventCounter]>([:])
+    private let byLimit = Mutex<[String: EventCounter]>([:])
+    let hosts: LinkGauges
+    let services: LinkGauges
+    let expiredHosts: EventCounter
+    let lateConflicts: EventCounter
+    let storeBytes: Gauge
+
+    public init(factory: any MetricsFactory = MetricsSystem.factory) {
+        self.factory = factory
+        hosts = LinkGauges("srp_registered_hosts", factory: factory)
+        services = LinkGauges("srp_registered_services", factory: factory)
+        expiredHosts = EventCounter(label: "srp_expired_hosts_total", factory: factory)
+        lateConflicts = EventCounter(label: "srp_late_conflicts_total", factory: factory)
+        storeBytes = Gauge(label: "srp_store_bytes", factory: factory)
+    }
+
+    func updates(_ rcode: RCode) -> EventCounter {
+        byRCode.withLock { counters in
+            let label = "\(rcode)"
+            if let counter = counters[label] { return counter }
+            let counter = EventCounter(label: "srp_updates_total", dimensions: [("rcode", label)], factory: factory)
+            counters[label] = counter
+            return counter
+        }
+    }
+
+    /// `srp_limited_total{limit}`: updates refused by a limit (the option's name).
+    func limited(_ limit: String) -> EventCounter {
+        byLimit.withLock { counters in
+            if let counter = counters[limit] { return counter }
+            let counter = EventCounter(label: "srp_limited_total", dimensions: [("limit", limit)], factory: factory)
+            counters[limit] = counter
+            return counter
+        }
+    }
+
+    /// Updates answered, by RCODE name, for the status page.
+    public var answered: [String: Int] { byRCode.withLock { $0.mapValues(\.value) } }
+
+    func update(table: RegistrationTable, links: [Link], storeSize: Int?) {
+        var hostCounts: [String: Int] = [:]
+        var serviceCounts: [String: Int] = [:]
+        for link in links {
+            hostCounts[link.interface] = 0
+            serviceCounts[link.interface] = 0
+        }
+        func link(of name: DNSName) -> String? { links.first { name.isSubdomain(of: $0.zone) }?.interface }
+        for host in table.hosts.keys { if let link = link(of: host) { hostCounts[link, default: 0] += 1 } }
+        for service in table.services.keys { if let link = link(of: service) { serviceCounts[link, default: 0] += 1 } }
+        for (link, count) in hostCounts { hosts[link].record(count) }
+        for (link, count) in serviceCounts { services[link].record(count) }
+        if let storeSize { storeBytes.record(storeSize) }
+    }
+}
