@@ -34,7 +34,8 @@ enum SRPHarness {
             serverName: try! DNSName("proxy.example."))
         return Registrar(
             configuration: settings, proxy: proxy, table: RegistrationTable(), store: nil, publisher: publisher,
-            scheduler: scheduler, logger: Logger(label: "fuzz-srp"), clock: { 1_000_000 })
+            scheduler: scheduler, logger: Logger(label: "fuzz-srp", factory: { _ in SwiftLogNoOpLogHandler() }),
+            clock: { 1_000_000 })
     }()
     static let local = try! DNSName("local.")
 
