@@ -69,23 +69,34 @@ public final class RegistrationStore {
         database = nil
     }
 
-    /// Writes what `changes` says, with the values `table` now holds, in one transaction.
+    /// Writes each name `changes` names as `table` holds it now (or deletes it where the table
+    /// no longer holds it), in one transaction: changes of several updates merged in any order
+    /// write the table's final state.
     public func save(_ changes: RegistrationTable.Changes, of table: RegistrationTable) throws(StoreError) {
         guard !changes.isEmpty else { return }
         try execute("BEGIN IMMEDIATE")
         do {
-            for name in changes.claimed {
+            for name in Set(changes.claimed + changes.removedClaims) {
                 if let claim = table.claims[name] {
                     try put(.claim, name, Body.claim(claim), expiry: claim.expiry)
+                } else {
+                    try delete(.claim, name)
                 }
             }
-            for host in changes.hosts { try put(.host, host.name, Body.host(host), expiry: host.expiry) }
-            for service in changes.services {
-                try put(.service, service.instance, Body.service(service), expiry: service.expiry)
+            for name in Set(changes.hosts.map(\.name) + changes.removedHosts) {
+                if let host = table.hosts[name] {
+                    try put(.host, name, Body.host(host), expiry: host.expiry)
+                } else {
+                    try delete(.host, name)
+                }
             }
-            for name in changes.removedHosts { try delete(.host, name) }
-            for name in changes.removedServices { try delete(.service, name) }
-            for name in changes.removedClaims { try delete(.claim, name) }
+            for name in Set(changes.services.map(\.instance) + changes.removedServices) {
+                if let service = table.services[name] {
+                    try put(.service, name, Body.service(service), expiry: service.expiry)
+                } else {
+                    try delete(.service, name)
+                }
+            }
             try execute("COMMIT")
         } catch {
             try? execute("ROLLBACK")

@@ -26,6 +26,15 @@ import Testing
         var count: Int { all.withLock { $0.count } }
     }
 
+    /// A store that counts its transactions.
+    final class Saves: RegistrationPersistence, Sendable {
+        let count = Mutex(0)
+        func save(_ changes: RegistrationTable.Changes, of table: RegistrationTable) throws {
+            if !changes.isEmpty { count.withLock { $0 += 1 } }
+        }
+        var size: Int { 0 }
+    }
+
     final class Clock: Sendable {
         let seconds = Mutex<Int64>(1_000_000)
         func advance(_ by: Int64) { seconds.withLock { $0 += by } }
@@ -38,7 +47,10 @@ import Testing
         let scheduler = ManualScheduler()
         let clock = Clock()
 
-        init(configure: (inout RegistrarConfiguration) -> Void = { _ in }, allowed: [IPPrefix]? = nil) {
+        init(
+            configure: (inout RegistrarConfiguration) -> Void = { _ in }, allowed: [IPPrefix]? = nil,
+            store: Saves? = nil
+        ) {
             var settings = RegistrarConfiguration()
             settings.isEnabled = true
             configure(&settings)
@@ -49,7 +61,7 @@ import Testing
             proxy.allowedClients = allowed
             let clock = self.clock
             registrar = Registrar(
-                configuration: settings, proxy: proxy, table: RegistrationTable(), store: nil, publisher: publisher,
+                configuration: settings, proxy: proxy, table: RegistrationTable(), store: store, publisher: publisher,
                 scheduler: scheduler, logger: Logger(label: "registrar-tests"), clock: { clock.now })
             registrar.start()
         }
@@ -103,6 +115,26 @@ import Testing
         lab.established()
         let again = lab.send(SRPUpdateTests.signed)
         #expect(again.last?.rcode == .noError)
+    }
+
+    @Test func updatesThatArriveTogetherShareOneTransaction() throws {
+        let saves = Saves()
+        let lab = Lab(store: saves)
+        _ = lab.send(SRPUpdateTests.signed)
+        lab.established()
+        #expect(saves.count.withLock { $0 } == 1)
+        // Three renewals read while the registrar's thread was busy: one drain, one commit.
+        let replies = Replies()
+        for _ in 0..<3 {
+            lab.registrar.handle(
+                SRPUpdateTests.signed, from: DNSClient(address: [192, 0, 2, 7], port: 1, transport: .udp)
+            ) {
+                replies.record($0)
+            }
+        }
+        lab.scheduler.advance(by: .zero)
+        #expect(replies.all.withLock { $0.map { $0?.rcode } } == [.noError, .noError, .noError])
+        #expect(saves.count.withLock { $0 } == 2)
     }
 
     @Test func aNameTakenOnTheLinkIsYXDomainAndChangesNothing() throws {

@@ -36,6 +36,8 @@ public final class Registrar: Sendable {
     private let clock: @Sendable () -> Int64
     private let metrics: RegistrarMetrics
     private let state: Mutex<State>
+    /// Updates read by the listeners, not yet taken by the registrar's thread.
+    private let inbox = UpdateInbox()
 
     struct State: ~Copyable {
         var configuration: RegistrarConfiguration
@@ -152,29 +154,50 @@ public final class Registrar: Sendable {
     /// lock and the store's fsync are the registrar's scheduler's, so an update never holds up
     /// the queries behind it.
     public func handle(_ bytes: [UInt8], from client: DNSClient, reply: @escaping @Sendable ([UInt8]?) -> Void) {
-        scheduler.schedule(after: .zero) { [weak self] in
-            guard let self else { return reply(nil) }
-            self.process(bytes, from: client, reply: reply)
+        guard inbox.put(UpdateInbox.Received(bytes: bytes, client: client, reply: reply)) else { return }
+        scheduler.schedule(after: .zero) { [weak self] in self?.drain() }
+    }
+
+    /// Takes every update that arrived, and applies those that need no publication in one
+    /// transaction (`UpdateInbox`): updates that came while the last commit waited for the
+    /// disk share the next one.
+    private func drain() {
+        while true {
+            let received = inbox.takeAll()
+            if received.isEmpty { return }
+            var batch: [Waiter] = []
+            for update in received {
+                if let now = process(update.bytes, from: update.client, reply: update.reply) { batch.append(now) }
+            }
+            if !batch.isEmpty { commit(batch) }
         }
     }
 
-    private func process(_ bytes: [UInt8], from client: DNSClient, reply: @escaping @Sendable ([UInt8]?) -> Void) {
-        guard let header = MessageHeader(bytes), !header.isResponse else { return reply(nil) }
+    /// One update: answered, left waiting for its publication, or returned to be applied now.
+    private func process(
+        _ bytes: [UInt8], from client: DNSClient, reply: @escaping @Sendable ([UInt8]?) -> Void
+    ) -> Waiter? {
+        guard let header = MessageHeader(bytes), !header.isResponse else {
+            reply(nil)
+            return nil
+        }
         let query: Message
         do {
             query = try Message(wire: bytes)
         } catch {
             let failure = Message(
                 id: header.id, isResponse: true, opcode: header.opcode, rcode: .formErr)
-            return answer(failure, rcode: .formErr, reason: "undecodable: \(error)", client: client, reply: reply)
+            answer(failure, rcode: .formErr, reason: "undecodable: \(error)", client: client, reply: reply)
+            return nil
         }
         let now = clock()
         switch check(query, bytes: bytes, from: client, now: now) {
         case .failure(let rejection):
             answer(query, rejection, client: client, reply: reply)
+            return nil
         case .success(let (update, link)):
             let granted = state.withLock { $0.configuration.leases.grant(update.lease) }
-            begin(
+            return begin(
                 Waiter(
                     update: update, granted: granted, query: query, client: client, link: link, received: now,
                     reply: reply))
@@ -254,9 +277,9 @@ public final class Registrar: Sendable {
     /// Names (a host and its instances) claimed per `maxHosts`, registered or not.
     static let namesPerHost = 8
 
-    /// Step 4: applied at once when nothing is to be published anew, else published and
-    /// held until avahi-daemon's outcome or `outcomeWait`.
-    private func begin(_ waiter: Waiter) {
+    /// Step 4: returned, to be applied at once, when nothing is to be published anew; else
+    /// published and held until avahi-daemon's outcome or `outcomeWait`.
+    private func begin(_ waiter: Waiter) -> Waiter? {
         let update = waiter.update
         let key = RegistrationRecords.key(host: update.host.name, interface: waiter.link.interface)
         enum Next {
@@ -297,9 +320,11 @@ public final class Registrar: Sendable {
             return .wait
         }
         switch next {
-        case .answer(let rejection): answer(waiter.query, rejection, client: waiter.client, reply: waiter.reply)
-        case .apply: commit([waiter])
-        case .wait: break
+        case .answer(let rejection):
+            answer(waiter.query, rejection, client: waiter.client, reply: waiter.reply)
+            return nil
+        case .apply: return waiter
+        case .wait: return nil
         }
     }
 
@@ -377,28 +402,37 @@ public final class Registrar: Sendable {
         commit(waiting)
     }
 
-    /// Step 5: each waiter's update applied, written and answered, in order.
+    /// Step 5: the waiters' updates applied in order, written in one transaction, answered.
+    /// A store that cannot write leaves the table as it was and answers them all SERVFAIL.
     private func commit(_ waiting: [Waiter]) {
-        for waiter in waiting {
-            let outcome = state.withLock { state -> Result<RegistrationTable.Changes, SRPUpdate.Rejection> in
-                let before = state.table
+        let outcomes = state.withLock { state -> [Result<RegistrationTable.Changes, SRPUpdate.Rejection>] in
+            let before = state.table
+            var all = RegistrationTable.Changes()
+            var outcomes: [Result<RegistrationTable.Changes, SRPUpdate.Rejection>] = []
+            for waiter in waiting {
                 switch state.table.apply(
                     waiter.update, granted: waiter.granted, at: waiter.received, from: waiter.client.address)
                 {
                 case .conflict(let name):
-                    return .failure(.init(rcode: .yxDomain, reason: "\(name) is registered with another key (§3.3.3)"))
+                    outcomes.append(
+                        .failure(.init(rcode: .yxDomain, reason: "\(name) is registered with another key (§3.3.3)")))
                 case .applied(let changes):
-                    do {
-                        try state.store?.save(changes, of: state.table)
-                    } catch {
-                        state.table = before
-                        return .failure(.init(rcode: .servFail, reason: "the registration store: \(error)"))
-                    }
-                    publishAll(&state)
-                    armExpiry(&state)
-                    return .success(changes)
+                    all.merge(changes)
+                    outcomes.append(.success(changes))
                 }
             }
+            do {
+                try state.store?.save(all, of: state.table)
+            } catch {
+                state.table = before
+                let failure = SRPUpdate.Rejection(rcode: .servFail, reason: "the registration store: \(error)")
+                return outcomes.map { $0.flatMap { _ in .failure(failure) } }
+            }
+            publishAll(&state)
+            armExpiry(&state)
+            return outcomes
+        }
+        for (waiter, outcome) in zip(waiting, outcomes) {
             switch outcome {
             case .failure(let rejection):
                 if rejection.rcode == .servFail { logger.error("SRP update not stored: \(rejection.reason)") }
@@ -513,5 +547,39 @@ public final class Registrar: Sendable {
             questions: query.questions.count == 1 ? query.questions : [],
             edns: query.edns.map { _ in EDNS(options: lease.map { [$0.option] } ?? []) })
         reply(try? response.encode())
+    }
+}
+
+/// Group commit for the registrar (docs/BENCHMARKS.md, "SRP registrar"): the listeners put
+/// updates here from their threads, and one drain on the registrar's thread takes all that
+/// wait, so that the updates read while a commit waited for the disk are written together in
+/// the next transaction instead of one fsync each.
+final class UpdateInbox: Sendable {
+    /// An update as a listener read it.
+    struct Received: Sendable {
+        let bytes: [UInt8]
+        let client: DNSClient
+        let reply: @Sendable ([UInt8]?) -> Void
+    }
+
+    private let state = Mutex<(updates: [Received], draining: Bool)>(([], false))
+
+    /// Adds `update`; true when no drain is running or scheduled, and the caller schedules one.
+    func put(_ update: Received) -> Bool {
+        state.withLock { state in
+            state.updates.append(update)
+            defer { state.draining = true }
+            return !state.draining
+        }
+    }
+
+    /// Everything waiting. Empty when nothing is, and then the drain is over: the next `put`
+    /// schedules another.
+    func takeAll() -> [Received] {
+        state.withLock { state in
+            defer { state.updates.removeAll(keepingCapacity: true) }
+            if state.updates.isEmpty { state.draining = false }
+            return state.updates
+        }
     }
 }

@@ -91,6 +91,17 @@ public struct RegistrationTable: Hashable, Sendable {
 
         public init() {}
 
+        /// `other`'s changes after these (a batch of updates written together: the store writes
+        /// each name as the table holds it at the end).
+        public mutating func merge(_ other: Changes) {
+            hosts += other.hosts
+            services += other.services
+            removedHosts += other.removedHosts
+            removedServices += other.removedServices
+            removedClaims += other.removedClaims
+            claimed += other.claimed
+        }
+
         public var isEmpty: Bool {
             hosts.isEmpty && services.isEmpty && removedHosts.isEmpty && removedServices.isEmpty
                 && removedClaims.isEmpty && claimed.isEmpty
