@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Performance benchmark of the discovery proxy (docs/BENCHMARKS.md), in the namespace lab.
 # Usage: sudo bash scripts/bench.sh [--smoke] [--json OUT] [--proxy-bin PATH] [--profile DIR] [--only ROWS] [--deb PATH]
+#        [--links N] [--srp-hosts N] [--srp-growth-seconds S]
 # Set DPT_LAB_ID to run beside another lab (the test suite, another benchmark).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,9 +1,11 @@
 """Discovery-proxy benchmark (issue 4): cache-hit throughput next to Knot DNS and NSD,
 cold-miss latency next to avahi-browse, hit latency at half load, memory per instance,
 scaling, optimistic answers, answers through real recursive resolvers (issue 15), many links
-on one proxy (issue 16). Runs in the integration suite's namespace lab (and the campus lab).
+on one proxy (issue 16), the SRP registrar (issue 44). Runs in the integration suite's
+namespace lab (and the campus, gateway and SRP labs).
 
-Usage (root): scripts/bench.sh [--smoke] [--json OUT] [--proxy-bin PATH] [--profile DIR] [--only ROWS] [--deb PATH]"""
+Usage (root): scripts/bench.sh [--smoke] [--json OUT] [--proxy-bin PATH] [--profile DIR] [--only ROWS] [--deb PATH]
+              [--links N] [--srp-hosts N] [--srp-growth-seconds S]"""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ import phases  # noqa: E402
 import probes  # noqa: E402
 import resolvers  # noqa: E402
 import slowlinks  # noqa: E402
+import srp as srprow  # noqa: E402
 import benchsite as sitemod  # noqa: E402
 from proxies import MAIN_PORT, Proxy  # noqa: E402
 from report import Report  # noqa: E402
@@ -52,11 +55,15 @@ def parse_args(argv):
                     help="the Debian package to weigh in the footprint row (e.g. ../discovery-proxy_*.deb)")
     ap.add_argument("--links", metavar="N", type=int,
                     help="links for the links row (default 200, 5 with --smoke; at most %d)" % linksrow.C.MAX_LINKS)
+    ap.add_argument("--srp-hosts", metavar="N", type=int,
+                    help="hosts the srp row registers at most (default 10000, 60 with --smoke)")
+    ap.add_argument("--srp-growth-seconds", metavar="S", type=int,
+                    help="time the srp row spends adding hosts beyond the first 1000 (default 240, 20 with --smoke)")
     return ap.parse_args(argv)
 
 
 ROWS = ("cold", "throughput", "latency", "scaling", "tcp-held", "optimistic", "memory", "footprint", "resolvers",
-        "slow-links", "links", "gateway")
+        "slow-links", "links", "gateway", "srp")
 
 
 def _rows(text):
@@ -113,7 +120,7 @@ def main(argv):
     want = args.only or set(ROWS)
     main_rows = want & {"cold", "throughput", "latency", "scaling", "tcp-held"}
     try:
-        if want - {"links", "gateway"}:
+        if want - {"links", "gateway", "srp"}:
             log("lab: starting namespaces, dbus, avahi-daemons")
             lab_.start(with_proxy=False)
             log("lab: publishing %d bench instances on link 2" % len(site.services))
@@ -176,6 +183,9 @@ def main(argv):
         if "gateway" in want:
             log("i. mDNS gateway against avahi's reflector")
             gatewayrow.run(report, binary, log, smoke=args.smoke)
+        if "srp" in want:
+            srprow.run(report, binary, log, smoke=args.smoke, hosts=args.srp_hosts,
+                       growth_seconds=args.srp_growth_seconds)
         report.meta["seconds"] = round(time.monotonic() - started, 1)
         report.meta["load_at_end"] = os.getloadavg()
     except BaseException:
