@@ -26,10 +26,12 @@ static EVP_PKEY *p256_key(const unsigned char key[64]) {
         pkey = NULL;
     }
     EVP_PKEY_CTX_free(context);
-    // fromdata does not check that the point is on the curve; a public-key check does.
+    // fromdata does not check that the point is on the curve; the quick public-key check does
+    // (on the curve, not infinity). The full check adds n·Q = O, a second scalar
+    // multiplication that P-256 (cofactor 1) does not need: 0.46x OpenSSL's verify rate with it.
     if (pkey != NULL) {
         EVP_PKEY_CTX *check = EVP_PKEY_CTX_new(pkey, NULL);
-        int ok = check != NULL && EVP_PKEY_public_check(check) == 1;
+        int ok = check != NULL && EVP_PKEY_public_check_quick(check) == 1;
         EVP_PKEY_CTX_free(check);
         if (!ok) {
             EVP_PKEY_free(pkey);

@@ -47,6 +47,8 @@ public final class Registrar: Sendable {
         var store: (any RegistrationPersistence)?
         /// Hosts being published for an update that waits for the outcome, by group.
         var trials: [MDNSGroup.Key: Trial] = [:]
+        /// Each registered host's group as last built from the table (`publish(hosts:)`).
+        var registered: [MDNSGroup.Key: MDNSGroup] = [:]
         var expiryTimer: (any ProxyTimer)?
         var isClosed = false
         /// The registrar's own service on each link (`_dnssd-srp._tcp`, RFC 9665 §10).
@@ -292,7 +294,8 @@ public final class Registrar: Sendable {
             if let limit = Self.limit(update, from: waiter.client, state: state, metrics: metrics) {
                 return .answer(limit)
             }
-            var trial = state.table
+            // The host's part of the table alone: a copy of the whole would cost O(N) an update.
+            var trial = state.table.slice(host: update.host.name, names: update.services.map(\.instance))
             if case .conflict(let name) = trial.apply(
                 update, granted: waiter.granted, at: waiter.received, from: waiter.client.address)
             {
@@ -310,13 +313,12 @@ public final class Registrar: Sendable {
                 state.trials[key] = pending
                 return .wait
             }
-            let current = RegistrationRecords.group(host: update.host.name, link: waiter.link, table: state.table)
-            guard let wanted, wanted != current, !wanted.records.isEmpty else { return .apply }
+            guard let wanted, wanted != state.registered[key], !wanted.records.isEmpty else { return .apply }
             let wait = state.configuration.outcomeWait
             let timer = scheduler.schedule(after: wait) { [weak self] in self?.settle(key, collided: false, late: true)
             }
             state.trials[key] = Trial(group: wanted, waiting: [waiter], timer: timer)
-            publishAll(&state)
+            send(&state)
             return .wait
         }
         switch next {
@@ -373,7 +375,7 @@ public final class Registrar: Sendable {
         let waiting = state.withLock { state -> [Waiter]? in
             guard let trial = state.trials.removeValue(forKey: key) else { return nil }
             trial.timer.cancel()
-            if collided { publishAll(&state) }  // back to what is registered
+            if collided { send(&state) }  // back to what is registered
             return trial.waiting
         }
         guard let waiting else {
@@ -399,12 +401,12 @@ public final class Registrar: Sendable {
                 "SRP: avahi-daemon has not confirmed the publication in time; registered all the same",
                 metadata: ["mdns.interface": "\(key.interface)", "srp.group": "\(key.name)"])
         }
-        commit(waiting)
+        commit(waiting, settled: true)
     }
 
     /// Step 5: the waiters' updates applied in order, written in one transaction, answered.
     /// A store that cannot write leaves the table as it was and answers them all SERVFAIL.
-    private func commit(_ waiting: [Waiter]) {
+    private func commit(_ waiting: [Waiter], settled: Bool = false) {
         let outcomes = state.withLock { state -> [Result<RegistrationTable.Changes, SRPUpdate.Rejection>] in
             let before = state.table
             var all = RegistrationTable.Changes()
@@ -428,7 +430,7 @@ public final class Registrar: Sendable {
                 let failure = SRPUpdate.Rejection(rcode: .servFail, reason: "the registration store: \(error)")
                 return outcomes.map { $0.flatMap { _ in .failure(failure) } }
             }
-            publishAll(&state)
+            publish(&state, hosts: Set(waiting.map(\.update.host.name)), force: settled)
             armExpiry(&state)
             return outcomes
         }
@@ -509,8 +511,34 @@ public final class Registrar: Sendable {
 
     /// Hands the publisher every registered host's group, the ones being tried in their place.
     private func publishAll(_ state: inout State) {
-        var groups: [MDNSGroup.Key: MDNSGroup] = [:]
-        for group in RegistrationRecords.groups(of: state.table, links: state.links) { groups[group.key] = group }
+        state.registered = [:]
+        for group in RegistrationRecords.groups(of: state.table, links: state.links) {
+            state.registered[group.key] = group
+        }
+        send(&state)
+    }
+
+    /// Rebuilds the groups of `hosts` alone, and hands the publisher the whole set only when
+    /// one of them changed (or `force`: a trial ended): a renewal, which changes no record,
+    /// costs the publisher nothing.
+    private func publish(_ state: inout State, hosts: Set<DNSName>, force: Bool) {
+        var changed = force
+        for host in hosts {
+            guard let link = state.links.first(where: { host.isSubdomain(of: $0.zone) }) else { continue }
+            let key = RegistrationRecords.key(host: host, interface: link.interface)
+            let group = RegistrationRecords.group(host: host, link: link, table: state.table)
+            if state.registered[key] != group {
+                state.registered[key] = group
+                changed = true
+            }
+        }
+        if changed { send(&state) }
+    }
+
+    /// Hands the publisher every registered host's group, the ones being tried in their place,
+    /// and the registrar's own advertisement.
+    private func send(_ state: inout State) {
+        var groups = state.registered
         for (key, trial) in state.trials { groups[key] = trial.group }
         for group in state.advertisement { groups[group.key] = group }
         publisher.publish(groups.values.sorted { $0.key < $1.key })

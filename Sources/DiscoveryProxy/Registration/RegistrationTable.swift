@@ -189,6 +189,20 @@ public struct RegistrationTable: Hashable, Sendable {
         claims[name].flatMap { $0.expiry > now ? $0.key : nil }
     }
 
+    /// The part of the table an update of `host` naming `names` can touch: their claims, the
+    /// host and every service of the host or among `names`. Applying the update to it gives
+    /// the host's entries as applying it to the whole table would, without copying the whole.
+    public func slice(host: DNSName, names: [DNSName]) -> RegistrationTable {
+        let touched = Set([host] + names)
+        var slice = RegistrationTable()
+        for name in touched { slice.claims[name] = claims[name] }
+        slice.hosts[host] = hosts[host]
+        for (instance, service) in services where service.host == host || touched.contains(instance) {
+            slice.services[instance] = service
+        }
+        return slice
+    }
+
     /// When `expire` next has something to do.
     public var nextExpiry: Int64? {
         (hosts.values.map(\.expiry) + services.values.map(\.expiry) + claims.values.map(\.expiry)).min()
