@@ -80,6 +80,7 @@ srp:
   store: "%(store)s"
   max-hosts: %(max_hosts)d
   max-hosts-per-client: %(max_hosts)d
+  max-update-rate: 0                # a load generator: no per-address rate
 """
 
 
