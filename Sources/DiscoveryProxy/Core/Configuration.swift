@@ -59,6 +59,13 @@ public struct Link: Hashable, Sendable {
 
 /// Everything the pure proxy logic needs to know. Defaults follow RFC 8766 and the checklist.
 public struct ProxyConfiguration: Sendable, Equatable {
+    /// Whether `client` passes the client ACL (`allowedClients`): queries, DSO messages
+    /// (through `Catalog.admits`) and SRP updates ask the same.
+    public func admits(_ client: DNSClient) -> Bool {
+        guard let allowed = allowedClients else { return true }
+        return allowed.contains { $0.contains(client.address) }
+    }
+
     public var links: [Link]
     /// The proxy's own host name: NS RDATA and SOA MNAME (RFC 8766 §6.1, §6.2). Must not lie
     /// inside any link zone (§6.2).

@@ -89,10 +89,7 @@ public struct Catalog: Sendable {
     // (`DiscoveryProxy.subscribe`, `reconfirm`, `PushSession`).
 
     /// Whether `client` passes the client ACL (`allowedClients`).
-    public func admits(_ client: DNSClient) -> Bool {
-        guard let allowed = configuration.allowedClients else { return true }
-        return allowed.contains { $0.contains(client.address) }
-    }
+    public func admits(_ client: DNSClient) -> Bool { configuration.admits(client) }
 
     /// The link whose zone holds `name` when `client` may not see it (`Link.clients`).
     public func hiddenLink(holding name: DNSName, from client: DNSClient) -> Link? {

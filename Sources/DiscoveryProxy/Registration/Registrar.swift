@@ -41,8 +41,9 @@ public final class Registrar: Sendable {
 
     struct State: ~Copyable {
         var configuration: RegistrarConfiguration
-        var links: [Link]
-        var allowedClients: [IPPrefix]?
+        /// The links registrations land on and the client ACL, as for queries.
+        var proxy: ProxyConfiguration
+        var links: [Link] { proxy.links }
         var table: RegistrationTable
         var store: (any RegistrationPersistence)?
         /// Hosts being published for an update that waits for the outcome, by group.
@@ -89,7 +90,7 @@ public final class Registrar: Sendable {
         self.metrics = metrics
         self.state = Mutex(
             State(
-                configuration: configuration, links: proxy.links, allowedClients: proxy.allowedClients, table: table,
+                configuration: configuration, proxy: proxy, table: table,
                 store: store))
     }
 
@@ -103,8 +104,7 @@ public final class Registrar: Sendable {
     public func apply(_ configuration: RegistrarConfiguration, proxy: ProxyConfiguration) {
         state.withLock { state in
             state.configuration = configuration
-            state.links = proxy.links
-            state.allowedClients = proxy.allowedClients
+            state.proxy = proxy
             publishAll(&state)
         }
     }
@@ -213,11 +213,10 @@ public final class Registrar: Sendable {
     > {
         // The table as it is now (a copy is a few retains): the signature is checked outside
         // the lock.
-        let (configuration, links, allowed, table) = state.withLock {
-            ($0.configuration, $0.links, $0.allowedClients, $0.table)
-        }
+        let (configuration, proxy, table) = state.withLock { ($0.configuration, $0.proxy, $0.table) }
+        let links = proxy.links
         guard configuration.isEnabled else { return .failure(.init(rcode: .notImp, reason: "the registrar is off")) }
-        if let allowed, !allowed.contains(where: { $0.contains(client.address) }) {
+        if !proxy.admits(client) {
             return .failure(.init(rcode: .refused, reason: "client not allowed (allow-clients)"))
         }
         guard let link = links.first(where: { $0.subnets.contains { $0.contains(client.address) } }) else {
