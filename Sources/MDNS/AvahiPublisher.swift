@@ -28,7 +28,7 @@ import Synchronization
 ///
 /// Every field but the `let`s is guarded by the D-Bus poll's lock: avahi runs callbacks on its
 /// thread holding it, and the worker takes it.
-public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
+public final class AvahiPublisher: MDNSGroupUpdates, @unchecked Sendable {
     private let logger: Logger
     private let retryDelay: Duration
     private let poll: OpaquePointer  // AvahiThreadedPoll*
@@ -52,8 +52,16 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private var groups: [MDNSGroup.Key: PublishedGroup] = [:]
     private var problems = InterfaceProblems()
     private var timer: OpaquePointer?  // AvahiTimeout*
-    /// The latest `publish` not yet applied by the worker, and whether a job will apply it.
-    private let pending = Mutex<(groups: [MDNSGroup]?, queued: Bool, everWanted: Bool)>((nil, false, false))
+    /// The latest `publish` and the `update`s after it not yet applied by the worker, and
+    /// whether a job will apply them.
+    private let pending = Mutex<Pending>(Pending())
+
+    private struct Pending {
+        var groups: [MDNSGroup]?
+        var updates: [(changed: [MDNSGroup], removed: [MDNSGroup.Key])] = []
+        var queued = false
+        var everWanted = false
+    }
 
     /// A connection torn down for a stall is made again this much later.
     static let stallRetry: Duration = .seconds(1)
@@ -117,11 +125,26 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     }
 
     public func publish(_ groups: [MDNSGroup]) {
+        self.enqueue(wanting: groups.contains(where: { !$0.records.isEmpty })) { pending in
+            pending.groups = groups
+            pending.updates = []  // replaced by this whole set
+        }
+    }
+
+    /// The SRP registrar's: one host's group changes at a time among thousands, and only those
+    /// groups are compared with what the daemon holds.
+    public func update(changed: [MDNSGroup], removed: [MDNSGroup.Key]) {
+        self.enqueue(wanting: changed.contains(where: { !$0.records.isEmpty })) { pending in
+            pending.updates.append((changed, removed))
+        }
+    }
+
+    private func enqueue(wanting: Bool, _ change: (inout Pending) -> Void) {
         let submit = self.pending.withLock { pending -> Bool in
             // Nothing to publish, and never was: no thread, no connection.
-            guard pending.everWanted || groups.contains(where: { !$0.records.isEmpty }) else { return false }
+            guard pending.everWanted || wanting else { return false }
             pending.everWanted = true
-            pending.groups = groups
+            change(&pending)
             defer { pending.queued = true }
             return !pending.queued
         }
@@ -130,18 +153,34 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     }
 
     private func applyPending() {
-        let groups = self.pending.withLock { pending -> [MDNSGroup]? in
+        let taken = self.pending.withLock { pending -> Pending in
             defer {
                 pending.groups = nil
+                pending.updates = []
                 pending.queued = false
             }
-            return pending.groups
+            return pending
         }
-        guard let groups, !self.isShutDown else { return }
-        self.wanted = [:]
-        for group in groups where !group.records.isEmpty { self.wanted[group.key] = group }
+        guard taken.groups != nil || !taken.updates.isEmpty, !self.isShutDown else { return }
+        // The keys to compare with the daemon's groups; nil: all of them.
+        var touched: Set<MDNSGroup.Key>? = []
+        if let groups = taken.groups {
+            self.wanted = [:]
+            for group in groups where !group.records.isEmpty { self.wanted[group.key] = group }
+            touched = nil
+        }
+        for (changed, removed) in taken.updates {
+            for group in changed {
+                self.wanted[group.key] = group.records.isEmpty ? nil : group
+                touched?.insert(group.key)
+            }
+            for key in removed {
+                self.wanted[key] = nil
+                touched?.insert(key)
+            }
+        }
         if self.client == nil && !self.wanted.isEmpty { self.connect() }
-        self.sync()
+        self.sync(only: touched)
     }
 
     public func shutdown() {
@@ -314,18 +353,23 @@ public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
 
     // MARK: Groups (poll lock held, worker)
 
-    /// Brings the daemon's groups to `wanted`.
-    private func sync() {
+    /// Brings the daemon's groups to `wanted`: those of `keys`, or all of them.
+    private func sync(only keys: Set<MDNSGroup.Key>? = nil) {
         guard self.isRunning, self.client != nil, !self.tornDown else { return }
-        for (key, group) in self.groups where self.wanted[key] == nil {
+        let withdrawn =
+            keys.map { $0.filter { self.wanted[$0] == nil } } ?? self.groups.keys.filter { self.wanted[$0] == nil }
+        for key in withdrawn {
+            guard let group = self.groups.removeValue(forKey: key) else { continue }
             group.free(connected: true)
-            self.groups[key] = nil
             self.logger.debug(
                 "mDNS records withdrawn", metadata: ["mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)"])
         }
         var retry = false
         var indexes: [String: Int32?] = [:]
-        for (key, wanted) in self.wanted.sorted(by: { $0.key < $1.key }) {
+        let wanted =
+            keys.map { $0.sorted().compactMap { self.wanted[$0] } } ?? self.wanted.values.sorted { $0.key < $1.key }
+        for wanted in wanted {
+            let key = wanted.key
             guard let client = self.client, !self.tornDown else { break }
             let index = indexes[key.interface] ?? AvahiBackend.interfaceIndex(key.interface)
             indexes[key.interface] = index

@@ -12,11 +12,25 @@ import Testing
 /// The updates are SRPUpdateTests' signed vectors, registered in `default.service.arpa.` from
 /// a client on `lab0` (192.0.2.0/24, zone lab1.example.).
 @Suite struct RegistrarTests {
-    final class Publisher: MDNSPublisher {
-        let published = Mutex<[MDNSGroup]>([])
-        func publish(_ groups: [MDNSGroup]) { published.withLock { $0 = groups } }
+    /// Takes changes as avahi's publisher does, and counts the groups it was handed.
+    final class Publisher: MDNSGroupUpdates {
+        let published = Mutex<(groups: [MDNSGroup.Key: MDNSGroup], handed: Int)>(([:], 0))
+        func publish(_ groups: [MDNSGroup]) {
+            published.withLock {
+                $0.groups = Dictionary(groups.map { ($0.key, $0) }, uniquingKeysWith: { $1 })
+                $0.handed += groups.count
+            }
+        }
+        func update(changed: [MDNSGroup], removed: [MDNSGroup.Key]) {
+            published.withLock {
+                for group in changed { $0.groups[group.key] = group }
+                for key in removed { $0.groups[key] = nil }
+                $0.handed += changed.count + removed.count
+            }
+        }
         func shutdown() {}
-        var groups: [MDNSGroup] { published.withLock { $0 } }
+        var groups: [MDNSGroup] { published.withLock { $0.groups.values.sorted { $0.key < $1.key } } }
+        var handed: Int { published.withLock { $0.handed } }
     }
 
     final class Replies: Sendable {
@@ -112,9 +126,14 @@ import Testing
     @Test func aRenewalWithTheSameRecordsIsAnsweredAtOnce() throws {
         let lab = Lab()
         _ = lab.send(SRPUpdateTests.signed)
+        // The host's group alone, while it is tried and once it is registered: never the
+        // whole set of hosts.
+        #expect(lab.publisher.handed == 1)
         lab.established()
+        #expect(lab.publisher.handed == 2)
         let again = lab.send(SRPUpdateTests.signed)
         #expect(again.last?.rcode == .noError)
+        #expect(lab.publisher.handed == 2, "a renewal costs the publisher nothing")
     }
 
     @Test func updatesThatArriveTogetherShareOneTransaction() throws {

@@ -125,3 +125,103 @@ import Testing
         #expect(table.services[Self.instance]?.ttl == 30)
     }
 }
+
+/// The table's indexes and deadlines (docs/BENCHMARKS.md, "SRP registrar": no O(N) work per
+/// renewal at 10,000 hosts) keep the answers the plain dictionaries gave.
+@Suite struct RegistrationTableIndexTests {
+    typealias T = RegistrationTableTests
+
+    static func hostUpdate(_ number: Int) throws -> SRPUpdate {
+        var update = T.first
+        update.host.name = try DNSName("host\(number).default.service.arpa.")
+        update.services[0].instance = try DNSName("Printer \(number)._ipp._tcp.default.service.arpa.")
+        return update
+    }
+
+    @Test func renewalsLeaveStaleDeadlinesThatExpiryPassesOver() throws {
+        var table = RegistrationTable()
+        let lease = UpdateLease(lease: 60, keyLease: 600)
+        for second in stride(from: Int64(0), to: 300, by: 30) {
+            _ = table.apply(T.first, granted: lease, at: second)
+            // Each renewal's old deadline is only stale: nothing ends.
+            #expect(table.expire(at: second + 1).isEmpty)
+        }
+        #expect(table.hosts[T.host]?.expiry == 330)
+        let expired = table.expire(at: 330)
+        #expect(expired.removedHosts == [T.host] && expired.removedServices == [T.instance])
+        #expect(expired.touchedHosts == [T.host])
+        // The claims' stale deadlines (KEY-LEASE from the renewals at 0 … 240) end nothing;
+        // the last renewal's, at 270 + 600, ends both.
+        var ended: [Int64: Int] = [:]
+        while let next = table.nextExpiry {
+            let removed = table.expire(at: next).removedClaims.count
+            if removed > 0 { ended[next] = removed }
+        }
+        #expect(ended == [870: 2])
+    }
+
+    @Test func aFloodOfRenewalsKeepsTheDeadlinesBounded() throws {
+        var table = RegistrationTable()
+        let lease = UpdateLease(lease: 7200, keyLease: 604_800)
+        var most = 0
+        for second in 0..<5000 {
+            _ = table.apply(T.first, granted: lease, at: Int64(second))
+            most = max(most, table.deadlineCount)
+        }
+        // 3 entries (host, service, claims of 2 names: 4), each renewed 5,000 times: built
+        // again whenever the stale ones pass 2 × 4 + 1024.
+        #expect(most <= 2 * 4 + 1024 + 1)
+        let expiry: Int64 = 4999 + 7200
+        #expect(table.hosts[T.host]?.expiry == expiry)
+        #expect(table.expire(at: expiry - 1).isEmpty)
+        #expect(table.expire(at: expiry).removedHosts == [T.host])
+    }
+
+    @Test func aClaimOutlastedByItsHostEndsAfterTheHost() throws {
+        // A store may hold a claim ending before its host (bounds changed by an operator): the
+        // claim ends once the host has gone, not before.
+        let host = RegistrationTable.Host(
+            name: T.host, key: T.first.host.key, addresses: [], ttl: 60, expiry: 100)
+        var table = RegistrationTable(
+            claims: [T.host: .init(key: T.first.host.key, expiry: 50)], hosts: [T.host: host], services: [:])
+        #expect(table.expire(at: 50).isEmpty)
+        #expect(table.nextExpiry == 100)
+        let expired = table.expire(at: 100)
+        #expect(expired.removedHosts == [T.host])
+        #expect(table.expire(at: 100).removedClaims == [T.host] || table.claims.isEmpty)
+        #expect(table.claims.isEmpty)
+    }
+
+    @Test func aRestoredSliceUndoesABatchAndLeavesTheRestAlone() throws {
+        var table = RegistrationTable()
+        let lease = UpdateLease(lease: 60, keyLease: 600)
+        for number in 0..<20 {
+            _ = table.apply(try Self.hostUpdate(number), granted: lease, at: 0, from: [192, 0, 2, UInt8(number % 3)])
+        }
+        let before = table
+        let batch = [try Self.hostUpdate(3), T.first, try Self.hostUpdate(7)]
+        let slice = table.slice(hosts: batch.map(\.host.name), names: batch.flatMap { $0.services.map(\.instance) })
+        _ = table.apply(batch[0], granted: UpdateLease(lease: 0, keyLease: 0), at: 10)
+        _ = table.apply(batch[1], granted: lease, at: 10, from: [192, 0, 2, 9])
+        _ = table.apply(batch[2], granted: UpdateLease(lease: 120, keyLease: 600), at: 10)
+        #expect(table != before)
+        table.restore(slice)
+        #expect(table == before)
+        #expect(table.hostCount(from: [192, 0, 2, 0]) == 7 && table.hostCount(from: [192, 0, 2, 9]) == 0)
+        #expect(table.services(of: try DNSName("host3.default.service.arpa.")).count == 1)
+    }
+
+    @Test func theIndexesFollowTheEntries() throws {
+        var table = RegistrationTable()
+        let lease = UpdateLease(lease: 60, keyLease: 600)
+        _ = table.apply(T.first, granted: lease, at: 0, from: [192, 0, 2, 1])
+        #expect(table.hostCount(from: [192, 0, 2, 1]) == 1)
+        #expect(table.services(of: T.host).map(\.instance) == [T.instance])
+        // The same host from another address moves its count.
+        _ = table.apply(T.first, granted: lease, at: 5, from: [192, 0, 2, 2])
+        #expect(table.hostCount(from: [192, 0, 2, 1]) == 0 && table.hostCount(from: [192, 0, 2, 2]) == 1)
+        _ = table.apply(T.removal, granted: UpdateLease(lease: 0, keyLease: 0), at: 6)
+        #expect(table.hostCount(from: [192, 0, 2, 2]) == 0)
+        #expect(table.services(of: T.host).isEmpty)
+    }
+}

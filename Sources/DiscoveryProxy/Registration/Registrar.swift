@@ -50,6 +50,8 @@ public final class Registrar: Sendable {
         var trials: [MDNSGroup.Key: Trial] = [:]
         /// Each registered host's group as last built from the table (`publish(hosts:)`).
         var registered: [MDNSGroup.Key: MDNSGroup] = [:]
+        /// Hosts and services in `registered`, by interface (the gauges).
+        var counts: [String: RegistrarMetrics.LinkCounts] = [:]
         var expiryTimer: (any ProxyTimer)?
         var isClosed = false
         /// The registrar's own service on each link (`_dnssd-srp._tcp`, RFC 9665 §10).
@@ -97,6 +99,7 @@ public final class Registrar: Sendable {
     /// Ends what expired while the daemon was down, publishes the rest and arms the expiry.
     public func start() {
         expire()
+        state.withLock { publishAll(&$0) }
     }
 
     /// A reload: new bounds and limits, new links (registrations of a link no longer served
@@ -317,7 +320,7 @@ public final class Registrar: Sendable {
             let timer = scheduler.schedule(after: wait) { [weak self] in self?.settle(key, collided: false, late: true)
             }
             state.trials[key] = Trial(group: wanted, waiting: [waiter], timer: timer)
-            send(&state)
+            send(&state, keys: [key])
             return .wait
         }
         switch next {
@@ -349,7 +352,7 @@ public final class Registrar: Sendable {
             metrics.limited("max-hosts").increment()
             return .init(rcode: .refused, reason: "\(configuration.maxHosts) hosts registered (srp.max-hosts)")
         }
-        let fromClient = table.hosts.values.lazy.filter { $0.source == client.address }.count
+        let fromClient = table.hostCount(from: client.address)
         if fromClient >= configuration.maxHostsPerClient {
             metrics.limited("max-hosts-per-client").increment()
             return .init(
@@ -374,7 +377,7 @@ public final class Registrar: Sendable {
         let waiting = state.withLock { state -> [Waiter]? in
             guard let trial = state.trials.removeValue(forKey: key) else { return nil }
             trial.timer.cancel()
-            if collided { send(&state) }  // back to what is registered
+            if collided { send(&state, keys: [key]) }  // back to what is registered
             return trial.waiting
         }
         guard let waiting else {
@@ -407,7 +410,10 @@ public final class Registrar: Sendable {
     /// A store that cannot write leaves the table as it was and answers them all SERVFAIL.
     private func commit(_ waiting: [Waiter], settled: Bool = false) {
         let outcomes = state.withLock { state -> [Result<RegistrationTable.Changes, SRPUpdate.Rejection>] in
-            let before = state.table
+            // What the batch can touch, kept for a store that cannot write: a copy of the whole
+            // table would cost O(N) a batch.
+            let before = state.table.slice(
+                hosts: waiting.map(\.update.host.name), names: waiting.flatMap { $0.update.services.map(\.instance) })
             var all = RegistrationTable.Changes()
             var outcomes: [Result<RegistrationTable.Changes, SRPUpdate.Rejection>] = []
             for waiter in waiting {
@@ -425,11 +431,13 @@ public final class Registrar: Sendable {
             do {
                 try state.store?.save(all, of: state.table)
             } catch {
-                state.table = before
+                state.table.restore(before)
+                // A trial's group goes back to what is registered.
+                if settled { publish(&state, hosts: Set(waiting.map(\.update.host.name)), force: true) }
                 let failure = SRPUpdate.Rejection(rcode: .servFail, reason: "the registration store: \(error)")
                 return outcomes.map { $0.flatMap { _ in .failure(failure) } }
             }
-            publish(&state, hosts: Set(waiting.map(\.update.host.name)), force: settled)
+            publish(&state, hosts: Set(waiting.map(\.update.host.name)).union(all.touchedHosts), force: settled)
             armExpiry(&state)
             return outcomes
         }
@@ -473,7 +481,6 @@ public final class Registrar: Sendable {
         state.withLock { state in
             guard !state.isClosed else { return }
             let now = clock()
-            let before = state.table
             let changes = state.table.expire(at: now)
             if !changes.isEmpty {
                 do {
@@ -485,15 +492,15 @@ public final class Registrar: Sendable {
                 }
                 metrics.expiredHosts.increment(by: changes.removedHosts.count)
                 for host in changes.removedHosts {
+                    logger.info("SRP registration expired", metadata: ["srp.host": "\(host)"])
+                }
+                if changes.removedServices.count > 0 {
                     logger.info(
-                        "SRP registration expired",
-                        metadata: [
-                            "srp.host": "\(host)",
-                            "srp.services": "\(before.services.values.filter { $0.host == host }.count)",
-                        ])
+                        "SRP service leases ended",
+                        metadata: ["srp.services": "\(changes.removedServices.map(\.description))"])
                 }
             }
-            publishAll(&state)
+            publish(&state, hosts: changes.touchedHosts, force: false)
             armExpiry(&state)
         }
     }
@@ -508,40 +515,66 @@ public final class Registrar: Sendable {
 
     // MARK: - Publication
 
-    /// Hands the publisher every registered host's group, the ones being tried in their place.
+    /// Builds every registered host's group again and hands the publisher all of them (a
+    /// start, a reload, a new advertisement).
     private func publishAll(_ state: inout State) {
         state.registered = [:]
+        state.counts = [:]
         for group in RegistrationRecords.groups(of: state.table, links: state.links) {
-            state.registered[group.key] = group
+            register(&state, group.key, group)
         }
-        send(&state)
+        send(&state, keys: nil)
     }
 
-    /// Rebuilds the groups of `hosts` alone, and hands the publisher the whole set only when
-    /// one of them changed (or `force`: a trial ended): a renewal, which changes no record,
-    /// costs the publisher nothing.
+    /// Rebuilds the groups of `hosts` alone, and hands the publisher those that changed (or
+    /// all of them, `force`: a trial ended and its group goes back to what is registered): a
+    /// renewal, which changes no record, costs the publisher nothing.
     private func publish(_ state: inout State, hosts: Set<DNSName>, force: Bool) {
-        var changed = force
+        var changed: Set<MDNSGroup.Key> = []
         for host in hosts {
             guard let link = state.links.first(where: { host.isSubdomain(of: $0.zone) }) else { continue }
             let key = RegistrationRecords.key(host: host, interface: link.interface)
             let group = RegistrationRecords.group(host: host, link: link, table: state.table)
-            if state.registered[key] != group {
-                state.registered[key] = group
-                changed = true
+            if force || state.registered[key] != group {
+                register(&state, key, group)
+                changed.insert(key)
             }
         }
-        if changed { send(&state) }
+        if !changed.isEmpty { send(&state, keys: changed) }
     }
 
-    /// Hands the publisher every registered host's group, the ones being tried in their place,
-    /// and the registrar's own advertisement.
-    private func send(_ state: inout State) {
+    /// Sets the group registered under `key`, and the counts by link the gauges show.
+    private func register(_ state: inout State, _ key: MDNSGroup.Key, _ group: MDNSGroup?) {
+        if let old = state.registered[key] { state.counts[key.interface, default: .init()].remove(old) }
+        if let group { state.counts[key.interface, default: .init()].add(group) }
+        state.registered[key] = group
+    }
+
+    /// Hands the publisher the groups of `keys` as they are now, a trial's in place of what is
+    /// registered; `nil`: every group, and the registrar's own advertisement. A publisher that
+    /// takes changes (`MDNSGroupUpdates`) is given only those, so that adding a host costs
+    /// the same at 10,000 hosts as at 10 (docs/BENCHMARKS.md, "SRP registrar").
+    private func send(_ state: inout State, keys: Set<MDNSGroup.Key>?) {
+        metrics.update(counts: state.counts, links: state.links, storeSize: state.store?.size)
+        if let keys, let updates = publisher as? any MDNSGroupUpdates {
+            var changed: [MDNSGroup] = []
+            var removed: [MDNSGroup.Key] = []
+            for key in keys.sorted() {
+                if let group = state.trials[key]?.group ?? state.registered[key]
+                    ?? state.advertisement.first(where: { $0.key == key })
+                {
+                    changed.append(group)
+                } else {
+                    removed.append(key)
+                }
+            }
+            updates.update(changed: changed, removed: removed)
+            return
+        }
         var groups = state.registered
         for (key, trial) in state.trials { groups[key] = trial.group }
         for group in state.advertisement { groups[group.key] = group }
         publisher.publish(groups.values.sorted { $0.key < $1.key })
-        metrics.update(table: state.table, links: state.links, storeSize: state.store?.size)
     }
 
     // MARK: - Answers

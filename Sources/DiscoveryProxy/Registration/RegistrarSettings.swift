@@ -1,5 +1,6 @@
 import DNSWire
 import EventCounting
+import MDNS
 import Metrics
 import Synchronization
 
@@ -78,18 +79,28 @@ public final class RegistrarMetrics: Sendable {
     /// Updates answered, by RCODE name, for the status page.
     public var answered: [String: Int] { byRCode.withLock { $0.mapValues(\.value) } }
 
-    func update(table: RegistrationTable, links: [Link], storeSize: Int?) {
-        var hostCounts: [String: Int] = [:]
-        var serviceCounts: [String: Int] = [:]
-        for link in links {
-            hostCounts[link.interface] = 0
-            serviceCounts[link.interface] = 0
+    /// Hosts and services published on one link.
+    struct LinkCounts: Sendable {
+        var hosts = 0
+        var services = 0
+
+        mutating func add(_ group: MDNSGroup) {
+            hosts += 1
+            services += group.records.lazy.filter { $0.type == .srv }.count
         }
-        func link(of name: DNSName) -> String? { links.first { name.isSubdomain(of: $0.zone) }?.interface }
-        for host in table.hosts.keys { if let link = link(of: host) { hostCounts[link, default: 0] += 1 } }
-        for service in table.services.keys { if let link = link(of: service) { serviceCounts[link, default: 0] += 1 } }
-        for (link, count) in hostCounts { hosts[link].record(count) }
-        for (link, count) in serviceCounts { services[link].record(count) }
+
+        mutating func remove(_ group: MDNSGroup) {
+            hosts -= 1
+            services -= group.records.lazy.filter { $0.type == .srv }.count
+        }
+    }
+
+    func update(counts: [String: LinkCounts], links: [Link], storeSize: Int?) {
+        for link in links {
+            let count = counts[link.interface] ?? LinkCounts()
+            hosts[link.interface].record(count.hosts)
+            services[link.interface].record(count.services)
+        }
         if let storeSize { storeBytes.record(storeSize) }
     }
 }

@@ -33,19 +33,14 @@ struct RegistrationRecords {
     /// Every host's group, on the link whose zone holds it (`links`); hosts of a link no longer
     /// served are left out.
     static func groups(of table: RegistrationTable, links: [Link]) -> [MDNSGroup] {
-        var services: [DNSName: [RegistrationTable.Service]] = [:]
-        for service in table.services.values { services[service.host, default: []].append(service) }
-        return table.hosts.keys.compactMap { host in
+        table.hosts.keys.compactMap { host in
             guard let link = links.first(where: { host.isSubdomain(of: $0.zone) }) else { return nil }
-            return group(host: host, link: link, table: table, services: services[host] ?? [])
+            return group(host: host, link: link, table: table)
         }
     }
 
     /// The group of `host` on `link`, from `table`; nil when the table no longer holds it.
-    static func group(
-        host: DNSName, link: Link, table: RegistrationTable,
-        services: [RegistrationTable.Service]? = nil
-    ) -> MDNSGroup? {
+    static func group(host: DNSName, link: Link, table: RegistrationTable) -> MDNSGroup? {
         guard let entry = table.hosts[host], let hostName = local(host, in: link.zone) else { return nil }
         var records: [MDNSRecord] = []
         for address in entry.addresses {
@@ -56,7 +51,7 @@ struct RegistrationRecords {
             }
         }
         let target = hostName.wireBytes
-        let services = (services ?? table.services.values.filter { $0.host == host }).sorted {
+        let services = table.services(of: host).sorted {
             $0.instance.wireBytes.lexicographicallyPrecedes($1.instance.wireBytes)
         }
         for service in services {

@@ -6,7 +6,7 @@ import DNSWire
 /// leases. Both return what changed, for the publisher and the store. Times are seconds on
 /// one clock the caller chooses (the store's is the wall clock, so leases keep counting across
 /// a restart).
-public struct RegistrationTable: Hashable, Sendable {
+public struct RegistrationTable: Equatable, Sendable {
     /// A name's owner: the key that first registered it (§3.3.3).
     public struct Claim: Hashable, Sendable {
         public var key: SIG0Key
@@ -69,14 +69,25 @@ public struct RegistrationTable: Hashable, Sendable {
     public private(set) var claims: [DNSName: Claim] = [:]
     public private(set) var hosts: [DNSName: Host] = [:]
     public private(set) var services: [DNSName: Service] = [:]
+    /// Each host's instances: an update, a removal and a group touch one host's services
+    /// without a pass over every service.
+    private var instancesOfHost: [DNSName: Set<DNSName>] = [:]
+    /// Hosts registered from each address (the per-client limit).
+    private var hostsFromSource: [[UInt8]: Int] = [:]
+    private var deadlines = LeaseDeadlines()
 
     public init() {}
 
     /// A table as a store kept it.
     public init(claims: [DNSName: Claim], hosts: [DNSName: Host], services: [DNSName: Service]) {
-        self.claims = claims
-        self.hosts = hosts
-        self.services = services
+        for (name, claim) in claims { put(claim, of: name) }
+        for host in hosts.values { put(host) }
+        for service in services.values { put(service) }
+    }
+
+    /// The same registrations (the indexes follow from them).
+    public static func == (a: RegistrationTable, b: RegistrationTable) -> Bool {
+        a.claims == b.claims && a.hosts == b.hosts && a.services == b.services
     }
 
     /// What an update or an expiry changed: what to publish (again) and what to withdraw.
@@ -88,6 +99,8 @@ public struct RegistrationTable: Hashable, Sendable {
         public var removedClaims: [DNSName] = []
         /// Names whose claim was made or renewed (a store writes them; nothing is published).
         public var claimed: [DNSName] = []
+        /// Hosts whose records changed: the groups to build again.
+        public var touchedHosts: Set<DNSName> = []
 
         public init() {}
 
@@ -100,6 +113,7 @@ public struct RegistrationTable: Hashable, Sendable {
             removedServices += other.removedServices
             removedClaims += other.removedClaims
             claimed += other.claimed
+            touchedHosts.formUnion(other.touchedHosts)
         }
 
         public var isEmpty: Bool {
@@ -130,7 +144,7 @@ public struct RegistrationTable: Hashable, Sendable {
             if keyLease == 0 {
                 if claims.removeValue(forKey: name) != nil { changes.removedClaims.append(name) }
             } else {
-                claims[name] = Claim(key: key, expiry: now + keyLease)
+                put(Claim(key: key, expiry: now + keyLease), of: name)
                 changes.claimed.append(name)
             }
         }
@@ -146,8 +160,9 @@ public struct RegistrationTable: Hashable, Sendable {
             name: update.host.name, key: key, addresses: update.host.addresses,
             ttl: min(update.host.ttl, granted.lease), expiry: expiry, source: source)
         if hosts[host.name] != host {
-            hosts[host.name] = host
+            put(host)
             changes.hosts.append(host)
+            changes.touchedHosts.insert(host.name)
         }
         for service in update.services {
             guard let srv = service.srv else {
@@ -159,26 +174,38 @@ public struct RegistrationTable: Hashable, Sendable {
                 txt: service.txt, serviceNames: service.serviceNames, ttl: min(service.ttl, granted.lease),
                 expiry: expiry)
             if services[entry.instance] != entry {
-                services[entry.instance] = entry
+                if let old = services[entry.instance] { changes.touchedHosts.insert(old.host) }
+                put(entry)
                 changes.services.append(entry)
+                changes.touchedHosts.insert(host.name)
             }
         }
         return .applied(changes)
     }
 
     /// Ends the leases that are over at `now` (§5.1): a host takes its services with it; a
-    /// service the host no longer names ends alone; a claim ends with its KEY-LEASE.
+    /// service the host no longer names ends alone; a claim ends with its KEY-LEASE, once no
+    /// host or service of its name is left. Costs what ends (and the renewals' stale deadlines
+    /// it passes), not the size of the table.
     public mutating func expire(at now: Int64) -> Changes {
         var changes = Changes()
-        for host in hosts.values where host.expiry <= now {
-            removeHost(host.name, into: &changes)
-        }
-        for service in services.values where service.expiry <= now {
-            removeService(service.instance, into: &changes)
-        }
-        for (name, claim) in claims where claim.expiry <= now && hosts[name] == nil && services[name] == nil {
-            claims[name] = nil
-            changes.removedClaims.append(name)
+        while let due = deadlines.popDue(at: now) {
+            switch due.entry {
+            case .host:
+                if let host = hosts[due.name], host.expiry <= now { removeHost(due.name, into: &changes) }
+            case .service:
+                if let service = services[due.name], service.expiry <= now {
+                    removeService(due.name, into: &changes)
+                }
+            case .claim:
+                guard let claim = claims[due.name], claim.expiry <= now else { continue }
+                if let holder = hosts[due.name]?.expiry ?? services[due.name]?.expiry {
+                    addDeadline(.claim, due.name, at: max(holder, now + 1))  // looked at again then
+                } else {
+                    claims[due.name] = nil
+                    changes.removedClaims.append(due.name)
+                }
+            }
         }
         return changes
     }
@@ -189,33 +216,133 @@ public struct RegistrationTable: Hashable, Sendable {
         claims[name].flatMap { $0.expiry > now ? $0.key : nil }
     }
 
-    /// The part of the table an update of `host` naming `names` can touch: their claims, the
-    /// host and every service of the host or among `names`. Applying the update to it gives
-    /// the host's entries as applying it to the whole table would, without copying the whole.
-    public func slice(host: DNSName, names: [DNSName]) -> RegistrationTable {
-        let touched = Set([host] + names)
-        var slice = RegistrationTable()
-        for name in touched { slice.claims[name] = claims[name] }
-        slice.hosts[host] = hosts[host]
-        for (instance, service) in services where service.host == host || touched.contains(instance) {
-            slice.services[instance] = service
-        }
-        return slice
+    /// The hosts registered from `source`.
+    public func hostCount(from source: [UInt8]) -> Int { hostsFromSource[source] ?? 0 }
+
+    /// The services `host` registered.
+    public func services(of host: DNSName) -> [Service] {
+        (instancesOfHost[host] ?? []).compactMap { services[$0] }
     }
 
-    /// When `expire` next has something to do.
-    public var nextExpiry: Int64? {
-        (hosts.values.map(\.expiry) + services.values.map(\.expiry) + claims.values.map(\.expiry)).min()
+    /// The part of the table updates of `hosts` naming `names` can touch: their claims, the
+    /// hosts and every service of the hosts or among `names`. Applying the updates to it gives
+    /// the hosts' entries as applying them to the whole table would, without copying the whole.
+    public func slice(hosts: some Sequence<DNSName>, names: some Sequence<DNSName>) -> Slice {
+        let hosts = Set(hosts)
+        let touched = hosts.union(names)
+        var table = RegistrationTable()
+        for name in touched { if let claim = claims[name] { table.put(claim, of: name) } }
+        for host in hosts {
+            if let entry = self.hosts[host] { table.put(entry) }
+            for service in services(of: host) { table.put(service) }
+        }
+        for name in touched { if let service = services[name] { table.put(service) } }
+        return Slice(hosts: hosts, names: touched, table: table)
     }
+
+    /// The one-host slice an update of `host` naming `names` can touch.
+    public func slice(host: DNSName, names: [DNSName]) -> RegistrationTable {
+        slice(hosts: [host], names: names).table
+    }
+
+    /// Part of a table, and what it covers: `restore` puts it back.
+    public struct Slice: Sendable {
+        let hosts: Set<DNSName>
+        let names: Set<DNSName>
+        public let table: RegistrationTable
+    }
+
+    /// Puts back what `slice` held before updates of its hosts and names were applied (a
+    /// store that could not write them): every entry it covers is taken out, and its own
+    /// entries put in again. The rest of the table is left alone.
+    public mutating func restore(_ slice: Slice) {
+        for host in slice.hosts {
+            for instance in instancesOfHost[host] ?? [] { _ = dropService(instance) }
+            _ = dropHost(host)
+        }
+        for name in slice.names {
+            _ = dropService(name)
+            claims[name] = nil
+        }
+        for (name, claim) in slice.table.claims { put(claim, of: name) }
+        for host in slice.table.hosts.values { put(host) }
+        for service in slice.table.services.values { put(service) }
+    }
+
+    /// When `expire` next has something to do (or may: a renewed lease's old deadline is only
+    /// found stale there).
+    public var nextExpiry: Int64? { deadlines.next }
+
+    /// Deadlines held, stale ones included (tests: the bound on a renewal flood).
+    var deadlineCount: Int { deadlines.count }
 
     private mutating func removeHost(_ name: DNSName, into changes: inout Changes) {
-        if hosts.removeValue(forKey: name) != nil { changes.removedHosts.append(name) }
-        for service in services.values where service.host == name {
-            removeService(service.instance, into: &changes)
+        if dropHost(name) != nil {
+            changes.removedHosts.append(name)
+            changes.touchedHosts.insert(name)
         }
+        for instance in instancesOfHost[name] ?? [] { removeService(instance, into: &changes) }
     }
 
     private mutating func removeService(_ instance: DNSName, into changes: inout Changes) {
-        if services.removeValue(forKey: instance) != nil { changes.removedServices.append(instance) }
+        if let old = dropService(instance) {
+            changes.removedServices.append(instance)
+            changes.touchedHosts.insert(old.host)
+        }
+    }
+
+    // MARK: - The entries and their indexes, changed together
+
+    private mutating func put(_ claim: Claim, of name: DNSName) {
+        claims[name] = claim
+        addDeadline(.claim, name, at: claim.expiry)
+    }
+
+    private mutating func put(_ host: Host) {
+        if let old = hosts.updateValue(host, forKey: host.name) { countSource(old.source, by: -1) }
+        countSource(host.source, by: 1)
+        addDeadline(.host, host.name, at: host.expiry)
+    }
+
+    private mutating func dropHost(_ name: DNSName) -> Host? {
+        guard let old = hosts.removeValue(forKey: name) else { return nil }
+        countSource(old.source, by: -1)
+        return old
+    }
+
+    private mutating func put(_ service: Service) {
+        if let old = services.updateValue(service, forKey: service.instance), old.host != service.host {
+            unindex(old)
+        }
+        instancesOfHost[service.host, default: []].insert(service.instance)
+        addDeadline(.service, service.instance, at: service.expiry)
+    }
+
+    /// Adds a deadline; past a renewal flood's worth of stale ones, builds them again from the
+    /// entries (amortised O(log N) an entry).
+    private mutating func addDeadline(_ entry: LeaseDeadlines.Entry, _ name: DNSName, at expiry: Int64) {
+        deadlines.add(entry, name, at: expiry)
+        guard deadlines.isMostlyStale(live: claims.count + hosts.count + services.count) else { return }
+        var fresh = LeaseDeadlines()
+        for (name, claim) in claims { fresh.add(.claim, name, at: claim.expiry) }
+        for host in hosts.values { fresh.add(.host, host.name, at: host.expiry) }
+        for service in services.values { fresh.add(.service, service.instance, at: service.expiry) }
+        deadlines = fresh
+    }
+
+    private mutating func dropService(_ instance: DNSName) -> Service? {
+        guard let old = services.removeValue(forKey: instance) else { return nil }
+        unindex(old)
+        return old
+    }
+
+    private mutating func unindex(_ service: Service) {
+        instancesOfHost[service.host]?.remove(service.instance)
+        if instancesOfHost[service.host]?.isEmpty == true { instancesOfHost[service.host] = nil }
+    }
+
+    private mutating func countSource(_ source: [UInt8], by delta: Int) {
+        let count = (hostsFromSource[source] ?? 0) + delta
+        hostsFromSource[source] = count > 0 ? count : nil
     }
 }
