@@ -124,7 +124,9 @@ public struct ProxyApplication: Sendable {
         let registration = try RegistrarService.start(
             configuration: configuration, proxy: proxyConfiguration, interfaces: interfaces,
             scheduler: timers.registrar ?? timers.proxy,
-            logger: logger)
+            logger: logger,
+            // dns_acl_refused_total and dns_link_refused_total count updates too.
+            refused: { [proxy] in proxy.noteRefused(client: $0, link: $1, asking: "UPDATE") })
         defer { registration.shutdown() }
         let responder: any DNSResponder = RateLimitedResponder(
             UpdateRouting(queries: ProxyResponder(proxy: proxy), registrar: registration.registrar),

@@ -41,7 +41,8 @@ struct RegistrarService: Sendable {
     /// cannot be read stops the start), and publishes what it holds.
     static func start(
         configuration: AppConfiguration, proxy: ProxyConfiguration, interfaces: InterfaceTable,
-        scheduler: any ProxyScheduler, logger: Logger
+        scheduler: any ProxyScheduler, logger: Logger,
+        refused: @escaping @Sendable (_ client: DNSClient, _ link: String?) -> Void
     ) throws -> RegistrarService {
         let outcomes = OutcomeForwarder()
         let publisher: AvahiPublisher
@@ -84,7 +85,7 @@ struct RegistrarService: Sendable {
         }
         let registrar = Registrar(
             configuration: settings, proxy: proxy, table: table, store: store, publisher: publisher,
-            scheduler: scheduler, logger: logger, clock: { Int64(time(nil)) })
+            scheduler: scheduler, logger: logger, clock: { Int64(time(nil)) }, refused: refused)
         outcomes.registrar.withLock { $0 = registrar }
         if settings.isEnabled {
             registrar.advertise(RegistrarAdvertisement.groups(configuration: configuration, interfaces: interfaces))

@@ -34,6 +34,8 @@ import Testing
     }
 
     final class Replies: Sendable {
+        final class Log: Sendable { let all = Mutex<[String]>([]) }
+
         let all = Mutex<[Message?]>([])
         func record(_ bytes: [UInt8]?) { all.withLock { $0.append(bytes.flatMap { try? Message(wire: $0) }) } }
         var last: Message? { all.withLock { $0.last ?? nil } }
@@ -60,10 +62,12 @@ import Testing
         let publisher = Publisher()
         let scheduler = ManualScheduler()
         let clock = Clock()
+        /// The refusals handed to the proxy's counters: the link, "" for the client ACL.
+        let refusals = Replies.Log()
 
         init(
             configure: (inout RegistrarConfiguration) -> Void = { _ in }, allowed: [IPPrefix]? = nil,
-            store: Saves? = nil
+            linkClients: [IPPrefix]? = nil, store: Saves? = nil
         ) {
             var settings = RegistrarConfiguration()
             settings.isEnabled = true
@@ -72,11 +76,13 @@ import Testing
                 links: [
                     Link(interface: "lab0", zone: try! DNSName("lab1.example."), subnets: [IPPrefix("192.0.2.0/24")!])
                 ], serverName: try! DNSName("proxy.example."))
+            proxy.links[0].clients = linkClients
             proxy.allowedClients = allowed
-            let clock = self.clock
+            let (clock, refusals) = (self.clock, self.refusals)
             registrar = Registrar(
                 configuration: settings, proxy: proxy, table: RegistrationTable(), store: store, publisher: publisher,
-                scheduler: scheduler, logger: Logger(label: "registrar-tests"), clock: { clock.now })
+                scheduler: scheduler, logger: Logger(label: "registrar-tests"), clock: { clock.now },
+                refused: { _, link in refusals.all.withLock { $0.append(link ?? "") } })
             registrar.start()
         }
 
@@ -218,6 +224,11 @@ import Testing
         // Outside allow-clients.
         let acl = Lab(allowed: [IPPrefix("198.51.100.0/24")!])
         #expect(acl.send(SRPUpdateTests.signed).last?.rcode == .refused)
+        #expect(acl.refusals.all.withLock { $0 } == [""], "counted with the proxy's refusals (dns_acl_refused_total)")
+        // Outside the link's view (`clients`): counted for the link (dns_link_refused_total).
+        let view = Lab(linkClients: [IPPrefix("192.0.2.128/25")!])
+        #expect(view.send(SRPUpdateTests.signed).last?.rcode == .refused)
+        #expect(view.refusals.all.withLock { $0 } == ["lab0"])
         // Too large.
         #expect(Lab(configure: { $0.maxUpdateSize = 512 }).send(SRPUpdateTests.signed).last?.rcode == .refused)
         // Over the rate (1 a second, 2 at once), before the signature is looked at.

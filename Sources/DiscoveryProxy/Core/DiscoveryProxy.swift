@@ -402,6 +402,12 @@ public final class DiscoveryProxy: MDNSQueryReceiver {
         }
     }
 
+    /// A refusal by the same ACL and link views on another way in (the SRP registrar's
+    /// updates): counted and logged as the proxy's own. `link` nil: the client ACL.
+    public func noteRefused(client: DNSClient, link: String?, asking: String) {
+        noteRefused(link.map { .link($0) } ?? .client, client: client, asking: asking)
+    }
+
     func count(_ counter: WritableKeyPath<ProxyStats, Int>) {
         state.withLock { $0.stats[keyPath: counter] += 1 }
     }

@@ -35,6 +35,7 @@ public final class Registrar: Sendable {
     private let logger: Logger
     private let clock: @Sendable () -> Int64
     private let metrics: RegistrarMetrics
+    private let refused: @Sendable (DNSClient, String?) -> Void
     private let state: Mutex<State>
     /// Updates read by the listeners, not yet taken by the registrar's thread.
     private let inbox = UpdateInbox()
@@ -80,11 +81,16 @@ public final class Registrar: Sendable {
 
     /// `table` as the store kept it (`RegistrationStore.open`); `store` writes every change
     /// (nil: kept in memory only, for tests). `clock`: wall-clock seconds.
+    ///
+    /// `refused` is told of each client the ACL (`link` nil) or a link's view turned away, so
+    /// that the proxy counts and logs them with its own (`DiscoveryProxy.noteRefused`).
     public init(
         configuration: RegistrarConfiguration, proxy: ProxyConfiguration, table: RegistrationTable,
         store: sending (any RegistrationPersistence)?, publisher: any MDNSPublisher, scheduler: any ProxyScheduler,
-        logger: Logger, clock: @escaping @Sendable () -> Int64, metrics: RegistrarMetrics = RegistrarMetrics()
+        logger: Logger, clock: @escaping @Sendable () -> Int64, metrics: RegistrarMetrics = RegistrarMetrics(),
+        refused: @escaping @Sendable (_ client: DNSClient, _ link: String?) -> Void = { _, _ in }
     ) {
+        self.refused = refused
         self.publisher = publisher
         self.scheduler = scheduler
         self.logger = logger
@@ -220,12 +226,14 @@ public final class Registrar: Sendable {
         let links = proxy.links
         guard configuration.isEnabled else { return .failure(.init(rcode: .notImp, reason: "the registrar is off")) }
         if !proxy.admits(client) {
+            refused(client, nil)
             return .failure(.init(rcode: .refused, reason: "client not allowed (allow-clients)"))
         }
         guard let link = links.first(where: { $0.subnets.contains { $0.contains(client.address) } }) else {
             return .failure(.init(rcode: .refused, reason: "the client is on no served link"))
         }
         guard link.isVisible(to: client) else {
+            refused(client, link.interface)
             return .failure(.init(rcode: .refused, reason: "the client may not see link \(link.interface)"))
         }
         guard bytes.count <= configuration.maxUpdateSize else {
