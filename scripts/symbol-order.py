@@ -19,8 +19,7 @@ function.
 Needs root (the lab), valgrind, and the build it profiles, made as debian/rules makes it:
 
     swift build -c release --static-swift-stdlib --scratch-path .build-deb \
-        -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections \
-        -Xcc -fdata-sections --product discovery-proxy
+        $(grep -v '^#' Linking/release-flags) --product discovery-proxy
     sudo python3 scripts/symbol-order.py --binary .build-deb/release/discovery-proxy
 
 Then link again. SwiftPM does not know the link reads this file: delete the executable
