@@ -139,45 +139,49 @@ final class ProxyMetrics: Sendable {
     }
 }
 
-/// One instrument family labelled by link: each link's instrument made once, on first use
-/// (or by `prepare`), through the factory given.
-final class PerLink<Instrument: Sendable>: Sendable {
+/// One instrument family with one label (a link, an RCODE, a limit): each value's instrument
+/// made once, on first use (or by `prepare`), through the factory given.
+final class PerLabel<Instrument: Sendable>: Sendable {
     private let make: @Sendable (String) -> Instrument
     private let made = Mutex<[String: Instrument]>([:])
 
-    init(_ make: @escaping @Sendable (_ link: String) -> Instrument) {
+    init(_ make: @escaping @Sendable (_ value: String) -> Instrument) {
         self.make = make
     }
 
-    subscript(link: String) -> Instrument {
+    subscript(value: String) -> Instrument {
         made.withLock { made in
-            if let instrument = made[link] { return instrument }
-            let instrument = make(link)
-            made[link] = instrument
+            if let instrument = made[value] { return instrument }
+            let instrument = make(value)
+            made[value] = instrument
             return instrument
         }
     }
 
-    func prepare(_ links: [String]) { for link in links { _ = self[link] } }
+    func prepare(_ values: [String]) { for value in values { _ = self[value] } }
 
-    fileprivate var all: [Instrument] { made.withLock { Array($0.values) } }
+    fileprivate var all: [String: Instrument] { made.withLock { $0 } }
 }
 
-typealias LinkCounters = PerLink<EventCounter>
-typealias LinkGauges = PerLink<Gauge>
+typealias LinkCounters = PerLabel<EventCounter>
+typealias LinkGauges = PerLabel<Gauge>
 
-extension PerLink where Instrument == EventCounter {
-    convenience init(_ label: String, factory: any MetricsFactory) {
-        self.init { EventCounter(label: label, dimensions: [("link", $0)], factory: factory) }
+extension PerLabel where Instrument == EventCounter {
+    /// `label{dimension="…"}`, by link unless told otherwise.
+    convenience init(_ label: String, dimension: String = "link", factory: any MetricsFactory) {
+        self.init { EventCounter(label: label, dimensions: [(dimension, $0)], factory: factory) }
     }
 
-    /// Over every link.
-    var total: Int { all.reduce(0) { $0 + $1.value } }
+    /// Over every value.
+    var total: Int { all.values.reduce(0) { $0 + $1.value } }
+
+    /// Each value's count (the status page's).
+    var counts: [String: Int] { all.mapValues(\.value) }
 }
 
-extension PerLink where Instrument == Gauge {
-    convenience init(_ label: String, factory: any MetricsFactory) {
-        self.init { Gauge(label: label, dimensions: [("link", $0)], factory: factory) }
+extension PerLabel where Instrument == Gauge {
+    convenience init(_ label: String, dimension: String = "link", factory: any MetricsFactory) {
+        self.init { Gauge(label: label, dimensions: [(dimension, $0)], factory: factory) }
     }
 }
 

@@ -2,7 +2,6 @@ import DNSWire
 import EventCounting
 import MDNS
 import Metrics
-import Synchronization
 
 // What the registrar is given: its settings, its store's contract, its instruments.
 
@@ -38,9 +37,8 @@ public struct RegistrarConfiguration: Sendable, Equatable {
 /// `srp_registered_services{link}`, `srp_expired_hosts_total`, `srp_late_conflicts_total` and
 /// `srp_store_bytes`.
 public final class RegistrarMetrics: Sendable {
-    private let factory: any MetricsFactory
-    private let byRCode = Mutex<[String: EventCounter]>([:])
-    private let byLimit = Mutex<[String: EventCounter]>([:])
+    private let byRCode: PerLabel<EventCounter>
+    private let byLimit: PerLabel<EventCounter>
     let hosts: LinkGauges
     let services: LinkGauges
     let expiredHosts: EventCounter
@@ -48,7 +46,8 @@ public final class RegistrarMetrics: Sendable {
     let storeBytes: Gauge
 
     public init(factory: any MetricsFactory = MetricsSystem.factory) {
-        self.factory = factory
+        byRCode = PerLabel("srp_updates_total", dimension: "rcode", factory: factory)
+        byLimit = PerLabel("srp_limited_total", dimension: "limit", factory: factory)
         hosts = LinkGauges("srp_registered_hosts", factory: factory)
         services = LinkGauges("srp_registered_services", factory: factory)
         expiredHosts = EventCounter(label: "srp_expired_hosts_total", factory: factory)
@@ -56,28 +55,14 @@ public final class RegistrarMetrics: Sendable {
         storeBytes = Gauge(label: "srp_store_bytes", factory: factory)
     }
 
-    func updates(_ rcode: RCode) -> EventCounter {
-        byRCode.withLock { counters in
-            let label = "\(rcode)"
-            if let counter = counters[label] { return counter }
-            let counter = EventCounter(label: "srp_updates_total", dimensions: [("rcode", label)], factory: factory)
-            counters[label] = counter
-            return counter
-        }
-    }
+    /// `srp_updates_total{rcode}`.
+    func updates(_ rcode: RCode) -> EventCounter { byRCode["\(rcode)"] }
 
     /// `srp_limited_total{limit}`: updates refused by a limit (the option's name).
-    func limited(_ limit: String) -> EventCounter {
-        byLimit.withLock { counters in
-            if let counter = counters[limit] { return counter }
-            let counter = EventCounter(label: "srp_limited_total", dimensions: [("limit", limit)], factory: factory)
-            counters[limit] = counter
-            return counter
-        }
-    }
+    func limited(_ limit: String) -> EventCounter { byLimit[limit] }
 
     /// Updates answered, by RCODE name, for the status page.
-    public var answered: [String: Int] { byRCode.withLock { $0.mapValues(\.value) } }
+    public var answered: [String: Int] { byRCode.counts }
 
     /// Hosts and services published on one link.
     struct LinkCounts: Sendable {
