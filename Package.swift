@@ -11,6 +11,12 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+// Modules off the query path (start-up, configuration, the admin endpoint, the CLI, the SRP
+// store) are optimised for size in release builds: 0.1 MB of the executable's 25 MB budget
+// (docs/BENCHMARKS.md, "Footprint, step 6"). The query path (DNSWire, DiscoveryProxy, MDNS,
+// DNSServer) keeps -O.
+let coldSwiftSettings: [SwiftSetting] = swiftSettings + [.unsafeFlags(["-Osize"], .when(configuration: .release))]
+
 // Release executables on Linux (the .deb, Docker, install.sh; docs/BENCHMARKS.md "Footprint,
 // step 4"): lld packs the relative relocations (DT_RELR, glibc >= 2.36) and exports no
 // symbols, which the static runtime's -export-dynamic would add. The Swift backtracer
@@ -74,7 +80,7 @@ let package = Package(
         .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
 
         // Version and git revision, for both executables (GitRevision writes the revision).
-        .target(name: "BuildInfo", swiftSettings: swiftSettings, plugins: ["GitRevision"]),
+        .target(name: "BuildInfo", swiftSettings: coldSwiftSettings, plugins: ["GitRevision"]),
         .plugin(name: "GitRevision", capability: .buildTool()),
 
         // One counter per event, read by the status page and exported to Prometheus alike.
@@ -135,7 +141,7 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: coldSwiftSettings
         ),
         // Unicast DNS-SD client (browse, resolve, enumerate) behind the dnssd-browse CLI.
         .target(
@@ -148,7 +154,7 @@ let package = Package(
                 .product(name: "NIOExtras", package: "swift-nio-extras"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: coldSwiftSettings
         ),
         // The dnssd-browse command, in a library so that discovery-proxy can be it too.
         .target(
@@ -157,7 +163,7 @@ let package = Package(
                 "DNSSDClient", "DNSWire", "BuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: coldSwiftSettings
         ),
         .executableTarget(
             name: "dnssd-browse",
@@ -169,11 +175,11 @@ let package = Package(
         // (libldns loads it already): no second BoringSSL beside swift-nio-ssl's.
         .target(name: "CTLSIdentity", linkerSettings: [.linkedLibrary("crypto")]),
         // The configuration file's YAML, read by libyaml into plain Swift values.
-        .target(name: "YAMLDocument", dependencies: ["CYAML"], swiftSettings: swiftSettings),
+        .target(name: "YAMLDocument", dependencies: ["CYAML"], swiftSettings: coldSwiftSettings),
         // The SRP registrar's durable store: registrations in SQLite, written before an answer.
         .target(
             name: "RegistrationStore", dependencies: ["DNSWire", "DiscoveryProxy", "CSQLite"],
-            swiftSettings: swiftSettings),
+            swiftSettings: coldSwiftSettings),
         // Configuration (YAML + flags), validation and composition of the services.
         .target(
             name: "ProxyApp",
@@ -189,7 +195,7 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: coldSwiftSettings
         ),
         .executableTarget(
             name: "discovery-proxy",
@@ -200,7 +206,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: swiftSettings,
+            swiftSettings: coldSwiftSettings,
             linkerSettings: proxyLinkerSettings
         ),
 
