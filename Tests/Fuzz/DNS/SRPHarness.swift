@@ -17,10 +17,20 @@ import Synchronization
 enum SRPHarness {
     static let zone = try! DNSName("default.service.arpa.")
 
-    final class Publisher: MDNSPublisher {
-        let groups = Mutex<[MDNSGroup]>([])
-        func publish(_ groups: [MDNSGroup]) { self.groups.withLock { $0 = groups } }
+    /// Takes changes, as avahi's publisher does (the registrar's path in production).
+    final class Publisher: MDNSGroupUpdates {
+        let published = Mutex<[MDNSGroup.Key: MDNSGroup]>([:])
+        func publish(_ groups: [MDNSGroup]) {
+            published.withLock { $0 = Dictionary(groups.map { ($0.key, $0) }, uniquingKeysWith: { $1 }) }
+        }
+        func update(changed: [MDNSGroup], removed: [MDNSGroup.Key]) {
+            published.withLock { published in
+                for group in changed { published[group.key] = group }
+                for key in removed { published[key] = nil }
+            }
+        }
         func shutdown() {}
+        var groups: [MDNSGroup] { published.withLock { Array($0.values) } }
     }
 
     static let publisher = Publisher()
@@ -47,7 +57,7 @@ enum SRPHarness {
         }
         scheduler.advance(by: .zero)
         // Each group published is reported established, so the answers waiting come out.
-        for group in publisher.groups.withLock({ $0 }) {
+        for group in publisher.groups {
             guard group.key.interface == "fz0", group.records.allSatisfy({ $0.name.isSubdomain(of: local) }) else {
                 fatalError("published \(group.key) outside local. on its link")
             }
