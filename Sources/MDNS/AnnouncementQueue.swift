@@ -217,7 +217,7 @@ enum MDNSResponseEncoder {
     }
 
     /// One record, to be placed `offset` octets into its packet.
-    private static func encode(_ item: AnnouncementQueue.Outgoing, at offset: Int, names: inout NameCompressor)
+    static func encode(_ item: AnnouncementQueue.Outgoing, at offset: Int, names: inout NameCompressor)
         -> [UInt8]
     {
         let record = item.record

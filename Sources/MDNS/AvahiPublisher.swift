@@ -24,11 +24,12 @@ import Synchronization
 ///
 /// Announcements are avahi-daemon's own (RFC 6762 §8.3, its first 20–370 ms after the commit:
 /// 0–250 ms jitter, then its response scheduler's). The browse domains' few PTRs are published
-/// here; the gateway's thousands of records are not (`LinkResponder` says why).
+/// here; the gateway's thousands of records and the SRP registrar's are not (`LinkResponder`
+/// says why).
 ///
 /// Every field but the `let`s is guarded by the D-Bus poll's lock: avahi runs callbacks on its
 /// thread holding it, and the worker takes it.
-public final class AvahiPublisher: MDNSGroupUpdates, @unchecked Sendable {
+public final class AvahiPublisher: MDNSPublisher, @unchecked Sendable {
     private let logger: Logger
     private let retryDelay: Duration
     private let poll: OpaquePointer  // AvahiThreadedPoll*
@@ -46,42 +47,29 @@ public final class AvahiPublisher: MDNSGroupUpdates, @unchecked Sendable {
     private var isRunning = false
     private var isShutDown = false
     private let onCollision: @Sendable (MDNSGroup.Key) -> Void
-    private let onEstablished: @Sendable (MDNSGroup.Key) -> Void
     private let onError: @Sendable (String) -> Void
     private var wanted: [MDNSGroup.Key: MDNSGroup] = [:]
     private var groups: [MDNSGroup.Key: PublishedGroup] = [:]
     private var problems = InterfaceProblems()
     private var timer: OpaquePointer?  // AvahiTimeout*
-    /// The latest `publish` and the `update`s after it not yet applied by the worker, and
-    /// whether a job will apply them.
-    private let pending = Mutex<Pending>(Pending())
-
-    private struct Pending {
-        var groups: [MDNSGroup]?
-        var updates: [(changed: [MDNSGroup], removed: [MDNSGroup.Key])] = []
-        var queued = false
-        var everWanted = false
-    }
+    /// The latest `publish` not yet applied by the worker, and whether a job will apply it.
+    private let pending = Mutex<(groups: [MDNSGroup]?, queued: Bool, everWanted: Bool)>((nil, false, false))
 
     /// A connection torn down for a stall is made again this much later.
     static let stallRetry: Duration = .seconds(1)
 
     /// `onCollision` runs on the poll thread with its lock held: it must not call `publish`
-    /// before returning (hand the rename to another queue). So does `onEstablished`, told each
-    /// time a group's records are probed for and announced (the SRP registrar's answer waits
-    /// for it). `onError` is told the interface of every failure to publish there (a metric),
-    /// on the same thread.
+    /// before returning (hand the rename to another queue). `onError` is told the interface of
+    /// every failure to publish there (a metric), on the same thread.
     public init(
         logger: Logger, retryDelay: Duration = .seconds(10),
         requestDeadline: Duration = AvahiBackend.defaultRequestDeadline,
         onCollision: @escaping @Sendable (MDNSGroup.Key) -> Void = { _ in },
-        onEstablished: @escaping @Sendable (MDNSGroup.Key) -> Void = { _ in },
         onError: @escaping @Sendable (String) -> Void = { _ in }
     ) throws(MDNSError) {
         guard let poll = avahi_threaded_poll_new() else { throw .daemon("cannot create the avahi threaded poll") }
         self.logger = logger
         self.onCollision = onCollision
-        self.onEstablished = onEstablished
         self.onError = onError
         self.retryDelay = retryDelay
         self.poll = poll
@@ -125,26 +113,11 @@ public final class AvahiPublisher: MDNSGroupUpdates, @unchecked Sendable {
     }
 
     public func publish(_ groups: [MDNSGroup]) {
-        self.enqueue(wanting: groups.contains(where: { !$0.records.isEmpty })) { pending in
-            pending.groups = groups
-            pending.updates = []  // replaced by this whole set
-        }
-    }
-
-    /// The SRP registrar's: one host's group changes at a time among thousands, and only those
-    /// groups are compared with what the daemon holds.
-    public func update(changed: [MDNSGroup], removed: [MDNSGroup.Key]) {
-        self.enqueue(wanting: changed.contains(where: { !$0.records.isEmpty })) { pending in
-            pending.updates.append((changed, removed))
-        }
-    }
-
-    private func enqueue(wanting: Bool, _ change: (inout Pending) -> Void) {
         let submit = self.pending.withLock { pending -> Bool in
             // Nothing to publish, and never was: no thread, no connection.
-            guard pending.everWanted || wanting else { return false }
+            guard pending.everWanted || groups.contains(where: { !$0.records.isEmpty }) else { return false }
             pending.everWanted = true
-            change(&pending)
+            pending.groups = groups
             defer { pending.queued = true }
             return !pending.queued
         }
@@ -153,34 +126,18 @@ public final class AvahiPublisher: MDNSGroupUpdates, @unchecked Sendable {
     }
 
     private func applyPending() {
-        let taken = self.pending.withLock { pending -> Pending in
+        let groups = self.pending.withLock { pending -> [MDNSGroup]? in
             defer {
                 pending.groups = nil
-                pending.updates = []
                 pending.queued = false
             }
-            return pending
+            return pending.groups
         }
-        guard taken.groups != nil || !taken.updates.isEmpty, !self.isShutDown else { return }
-        // The keys to compare with the daemon's groups; nil: all of them.
-        var touched: Set<MDNSGroup.Key>? = []
-        if let groups = taken.groups {
-            self.wanted = [:]
-            for group in groups where !group.records.isEmpty { self.wanted[group.key] = group }
-            touched = nil
-        }
-        for (changed, removed) in taken.updates {
-            for group in changed {
-                self.wanted[group.key] = group.records.isEmpty ? nil : group
-                touched?.insert(group.key)
-            }
-            for key in removed {
-                self.wanted[key] = nil
-                touched?.insert(key)
-            }
-        }
+        guard let groups, !self.isShutDown else { return }
+        self.wanted = [:]
+        for group in groups where !group.records.isEmpty { self.wanted[group.key] = group }
         if self.client == nil && !self.wanted.isEmpty { self.connect() }
-        self.sync(only: touched)
+        self.sync()
     }
 
     public func shutdown() {
@@ -353,23 +310,18 @@ public final class AvahiPublisher: MDNSGroupUpdates, @unchecked Sendable {
 
     // MARK: Groups (poll lock held, worker)
 
-    /// Brings the daemon's groups to `wanted`: those of `keys`, or all of them.
-    private func sync(only keys: Set<MDNSGroup.Key>? = nil) {
+    /// Brings the daemon's groups to `wanted`.
+    private func sync() {
         guard self.isRunning, self.client != nil, !self.tornDown else { return }
-        let withdrawn =
-            keys.map { $0.filter { self.wanted[$0] == nil } } ?? self.groups.keys.filter { self.wanted[$0] == nil }
-        for key in withdrawn {
-            guard let group = self.groups.removeValue(forKey: key) else { continue }
+        for (key, group) in self.groups where self.wanted[key] == nil {
             group.free(connected: true)
+            self.groups[key] = nil
             self.logger.debug(
                 "mDNS records withdrawn", metadata: ["mdns.interface": "\(key.interface)", "mdns.group": "\(key.name)"])
         }
         var retry = false
         var indexes: [String: Int32?] = [:]
-        let wanted =
-            keys.map { $0.sorted().compactMap { self.wanted[$0] } } ?? self.wanted.values.sorted { $0.key < $1.key }
-        for wanted in wanted {
-            let key = wanted.key
+        for (key, wanted) in self.wanted.sorted(by: { $0.key < $1.key }) {
             guard let client = self.client, !self.tornDown else { break }
             let index = indexes[key.interface] ?? AvahiBackend.interfaceIndex(key.interface)
             indexes[key.interface] = index
@@ -489,7 +441,6 @@ public final class AvahiPublisher: MDNSGroupUpdates, @unchecked Sendable {
                     "mdns.interface": "\(group.key.interface)", "mdns.group": "\(group.key.name)",
                     "mdns.records": "\(group.records?.count ?? 0)",
                 ])
-            self.onEstablished(group.key)
         case AVAHI_ENTRY_GROUP_COLLISION:
             // Another host answered our probe with other data for a unique record (RFC 6762 §9).
             self.onWorker { publisher in

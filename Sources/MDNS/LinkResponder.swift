@@ -2,17 +2,21 @@ import DNSWire
 import Logging
 
 /// `MDNSPublisher` that is the mDNS responder for its records itself, on each interface it
-/// publishes on: it announces them and says goodbye (`GroupAnnouncer`, RFC 6762 §8.3, §10.1),
-/// answers queries for them (`QueryAnswerer`, §6), and gives up a name another host answers
-/// with other data (§9), reporting it to `onCollision`. The gateway's publisher.
+/// publishes on: it probes for the new names of groups that ask for it (`GroupProber`, RFC
+/// 6762 §8.1), announces them and says goodbye (`GroupAnnouncer`, §8.3, §10.1), answers queries
+/// for them (`QueryAnswerer`, §6), and gives up a name another host answers with other data
+/// (§9). A group is reported to `onEstablished` once announced, to `onCollision` when another
+/// host holds one of its names. The gateway's publisher, and the SRP registrar's.
 ///
 /// Why not avahi-daemon's entry groups: each group is a D-Bus call per record, plus one to
 /// create and one to commit it, and avahi-daemon spends about a millisecond on each. A
 /// thousand far instances on one client link were some 9,000 calls and 7.5 s of the daemon's
 /// CPU, fifty client links would be fifty times that, and the daemon's per-client object limit
 /// stops at 4,096 groups. Here publishing costs no call, nothing waits for the daemon, and
-/// what is announced stays announced while it restarts. Names are not probed for (§8.1): the
-/// gateway checks them against the link's own instances first (`MDNSGroup.probe` is false).
+/// what is announced stays announced while it restarts. The gateway's names are not probed for:
+/// it checks them against the link's own instances first (`MDNSGroup.probe` is false). The
+/// registrar's are: a thousand devices registering at once cost avahi-daemon's one thread
+/// 5–10 ms a group, and past some 2,500 groups it dropped the connection.
 ///
 /// Its sockets (`MulticastSender`) join the mDNS group on each interface beside avahi-daemon's,
 /// with multicast loopback off: the router's own avahi-daemon never hears these records, so
@@ -26,6 +30,7 @@ public final class LinkResponder: MDNSGroupUpdates, @unchecked Sendable {
     private let logger: Logger
     private let loop: MulticastLoop
     private let announcer: GroupAnnouncer
+    private var prober = GroupProber()
     private var answerer = QueryAnswerer()
     /// Groups given up to another host's name, with the records they had: published again
     /// only with other records (renamed).
@@ -36,19 +41,23 @@ public final class LinkResponder: MDNSGroupUpdates, @unchecked Sendable {
     private var localAddresses: Set<String> = []
     private var problems = InterfaceProblems()
     private let onCollision: @Sendable (MDNSGroup.Key) -> Void
+    private let onEstablished: @Sendable (MDNSGroup) -> Void
     private let onError: @Sendable (String) -> Void
 
-    /// `onCollision` and `onError` run on the responder's thread holding its lock: they must
-    /// not call back into it before returning.
+    /// `onCollision`, `onEstablished` and `onError` run holding the responder's lock (on its
+    /// thread, or on a caller's for a group announced at once): they must not call back into
+    /// it before returning.
     public init(
         logger: Logger, pacing: AnnouncementPacing = AnnouncementPacing(),
         onCollision: @escaping @Sendable (MDNSGroup.Key) -> Void = { _ in },
+        onEstablished: @escaping @Sendable (MDNSGroup) -> Void = { _ in },
         onError: @escaping @Sendable (String) -> Void = { _ in }
     ) throws(MDNSError) {
         self.logger = logger
         self.loop = try MulticastLoop()
         self.announcer = GroupAnnouncer(pacing: pacing, sender: loop.sockets)
         self.onCollision = onCollision
+        self.onEstablished = onEstablished
         self.onError = onError
         loop.handle(timer: { [unowned self] in flush() }, readable: { [unowned self] in readable($0, on: $1) })
     }
@@ -61,8 +70,9 @@ public final class LinkResponder: MDNSGroupUpdates, @unchecked Sendable {
             var wanted: [MDNSGroup.Key: [MDNSRecord]] = [:]
             for group in groups where !group.records.isEmpty { wanted[group.key] = group.records }
             apply(
-                wanted,
-                removed: announcer.keys.filter { wanted[$0] == nil } + collided.keys.filter { wanted[$0] == nil })
+                wanted, probing: Set(groups.filter(\.probe).map(\.key)),
+                removed: announcer.keys.filter { wanted[$0] == nil } + collided.keys.filter { wanted[$0] == nil }
+                    + prober.probes.keys.filter { wanted[$0] == nil })
         }
     }
 
@@ -74,24 +84,60 @@ public final class LinkResponder: MDNSGroupUpdates, @unchecked Sendable {
             for group in changed {
                 if group.records.isEmpty { gone.append(group.key) } else { wanted[group.key] = group.records }
             }
-            apply(wanted, removed: gone)
+            apply(wanted, probing: Set(changed.filter(\.probe).map(\.key)), removed: gone)
         }
     }
 
-    /// Withdraws `removed`, and announces each of `wanted` whose records are new; a group given
-    /// up to another host's name stays silent until it comes with other records (renamed).
-    private func apply(_ wanted: [MDNSGroup.Key: [MDNSRecord]], removed: [MDNSGroup.Key]) {
+    /// Withdraws `removed`, and announces each of `wanted` whose records are new, after probing
+    /// for its new unique names if it is in `probing`; a group given up to another host's name
+    /// stays silent until it comes with other records (renamed).
+    private func apply(_ wanted: [MDNSGroup.Key: [MDNSRecord]], probing: Set<MDNSGroup.Key>, removed: [MDNSGroup.Key]) {
         for key in removed {
+            prober.cancel(key)
             if announcer.records(of: key) != nil { announcer.withdrawn(key) }
             collided[key] = nil
         }
         for (key, records) in wanted where collided[key].map({ $0 != records }) == true { collided[key] = nil }
-        let changed = wanted.filter { collided[$0.key] == nil && announcer.records(of: $0.key) != $0.value }
-        for key in Self.announcementOrder(changed) {
-            if let records = changed[key] { announcer.established(key, records: records) }
+        var now: [MDNSGroup.Key: [MDNSRecord]] = [:]
+        for key in wanted.keys where collided[key] != nil { prober.cancel(key) }  // silent: given up
+        for (key, records) in wanted where collided[key] == nil {
+            let held = announcer.records(of: key)
+            guard held != records else {
+                prober.cancel(key)  // back to what is announced
+                continue
+            }
+            let names = probing.contains(key) ? Self.newNames(records, held: held ?? []) : []
+            if names.isEmpty {
+                prober.cancel(key)
+                now[key] = records
+            } else if prober.records(of: key) != records {
+                prober.start(
+                    key, records: records, names: names, now: announcer.now,
+                    delay: .milliseconds(Int.random(in: 0...GroupProber.maximumDelay)))
+            }
         }
-        if !wanted.isEmpty && !loop.start() { problem("", "cannot start the mDNS responder's thread") }
+        establish(now)
+        if (!wanted.isEmpty || !prober.isEmpty) && !loop.start() {
+            problem("", "cannot start the mDNS responder's thread")
+        }
         loop.wake()
+    }
+
+    /// The unique names of `records` that `held` (what the group has announced) has not: the
+    /// ones to probe for (RFC 6762 §8.1; a new address of a host already announced is not).
+    static func newNames(_ records: [MDNSRecord], held: [MDNSRecord]) -> Set<DNSName> {
+        let old = Set(held.filter(GroupAnnouncer.isUnique).map(\.name))
+        return Set(records.filter { GroupAnnouncer.isUnique($0) && !old.contains($0.name) }.map(\.name))
+    }
+
+    /// Announces `groups` (theirs now) and reports each to `onEstablished`.
+    private func establish(_ groups: [MDNSGroup.Key: [MDNSRecord]]) {
+        for key in Self.announcementOrder(groups) {
+            if let records = groups[key] {
+                announcer.established(key, records: records)
+                onEstablished(MDNSGroup(key: key, records: records))
+            }
+        }
     }
 
     /// The order groups are announced in: by key, except that a group of addresses goes right
@@ -158,10 +204,18 @@ public final class LinkResponder: MDNSGroupUpdates, @unchecked Sendable {
                 }
             }
         }
+        if !prober.isEmpty {
+            let (probes, won) = prober.due(now: now)
+            for (interface, bytes) in probes {
+                if let error = loop.sockets.send(bytes, on: interface) { problem(interface, error) }
+            }
+            establish(Dictionary(won.map { ($0.key, $0.records) }, uniquingKeysWith: { a, _ in a }))
+        }
         let (errors, next) = announcer.send()
         for (interface, error) in errors { problem(interface, error) }
         if loop.watchSockets() { localAddresses = MulticastSender.localAddresses() }
-        if let wake = [next, answerer.nextDue.map { max(.zero, $0 - now) }].compactMap({ $0 }).min() {
+        let probing = prober.nextDue.map { max(.zero, $0 - now) }
+        if let wake = [next, answerer.nextDue.map { max(.zero, $0 - now) }, probing].compactMap({ $0 }).min() {
             loop.wake(after: wake)
         }
     }
@@ -173,6 +227,12 @@ public final class LinkResponder: MDNSGroupUpdates, @unchecked Sendable {
             guard let datagram = MulticastSender.receive(fd) else { break }
             let source = datagram.address
             guard !localAddresses.contains(source), let message = try? Message(wire: datagram.bytes) else { continue }
+            for key in prober.heard(message, on: interface, now: announcer.now) {
+                logger.info(
+                    "mDNS name taken on the link while probing",
+                    metadata: ["mdns.interface": "\(interface)", "mdns.group": "\(key.name)"])
+                onCollision(key)
+            }
             let channel = QueryAnswerer.Channel(interface: interface, family: datagram.family)
             let reaction = answerer.received(
                 message, from: source, port: datagram.port, on: channel, now: announcer.now
@@ -186,6 +246,7 @@ public final class LinkResponder: MDNSGroupUpdates, @unchecked Sendable {
             if !reaction.goodbyes.isEmpty { announcer.announceAgain(reaction.goodbyes, on: interface) }
             for conflict in reaction.conflicts {
                 for key in announcer.groups(holding: conflict.name, conflict.type, on: interface) {
+                    prober.cancel(key)  // new names of a group that lost its old ones: not announced
                     collided[key] = announcer.records(of: key)
                     announcer.collided(key)
                     logger.info(

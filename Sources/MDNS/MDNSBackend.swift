@@ -19,6 +19,19 @@ public struct MDNSQuestion: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(name) \(type) on \(interface)" }
+
+    // Written out and inlinable, as synthesized they would be: every cache hit hashes its
+    // browse's key, and this module is built for size (`coldSwiftSettings`), its callers for
+    // speed (docs/BENCHMARKS.md, "Footprint, step 7").
+    @inlinable public static func == (a: MDNSQuestion, b: MDNSQuestion) -> Bool {
+        a.interface == b.interface && a.name == b.name && a.type == b.type
+    }
+
+    @inlinable public func hash(into hasher: inout Hasher) {
+        hasher.combine(interface)
+        hasher.combine(name)
+        hasher.combine(type)
+    }
 }
 
 /// A record as mDNS delivered it: raw RDATA, class with the cache-flush bit masked.
@@ -34,6 +47,18 @@ public struct MDNSRecord: Hashable, Sendable {
         self.type = type
         self.rrClass = rrClass
         self.rdata = rdata
+    }
+
+    // Inlinable, as `MDNSQuestion`'s: a browse's records are compared at every answer.
+    @inlinable public static func == (a: MDNSRecord, b: MDNSRecord) -> Bool {
+        a.name == b.name && a.type == b.type && a.rrClass == b.rrClass && a.rdata == b.rdata
+    }
+
+    @inlinable public func hash(into hasher: inout Hasher) {
+        hasher.combine(name)
+        hasher.combine(type)
+        hasher.combine(rrClass)
+        hasher.combine(rdata)
     }
 }
 
@@ -95,8 +120,9 @@ public protocol MDNSQueryReceiver: AnyObject, Sendable {
 /// The mDNS side as the proxy sees it. Implementations: `AvahiBackend` (libavahi-client over
 /// D-Bus), and a scripted in-memory backend in the tests.
 ///
-/// Threading contract: receivers are called on a backend thread, serially per query, and must
-/// not call back into the backend synchronously (avahi's poll lock is held during callbacks).
+/// Threading contract: receivers are called on a backend thread (`LocalRecordsBackend`: also
+/// on the threads that change its records), serially per query, and must not call back into
+/// the backend synchronously (avahi's poll lock is held during callbacks).
 public protocol MDNSBackend: AnyObject, Sendable {
     /// Starts a continuous query whose events go to `receiver` with `tag`. Throws when the
     /// interface is unknown or the backend refuses (object budget exhausted, too many queued).

@@ -37,7 +37,7 @@ public struct MDNSGroup: Hashable, Sendable {
 
 /// The publishing side of mDNS as the proxy uses it. Implementations: `AvahiPublisher`
 /// (avahi-daemon's entry groups: the browse domains) and `LinkResponder` (its own responder:
-/// the gateway).
+/// the gateway's, and the SRP registrar's).
 public protocol MDNSPublisher: AnyObject, Sendable {
     /// Makes `groups` what is published: groups not given any more are withdrawn (mDNS
     /// goodbyes), new ones announced, a changed one withdrawn and announced again, an
@@ -56,7 +56,8 @@ public protocol MDNSPublisher: AnyObject, Sendable {
 }
 
 /// A publisher that takes what changed: the gateway's, whose fifty client links hold 100,000
-/// groups of which a pass changes a few (docs/BENCHMARKS.md, "Incremental passes").
+/// groups of which a pass changes a few (docs/BENCHMARKS.md, "Incremental passes"), and the
+/// registrar's, one host at a time among thousands.
 public protocol MDNSGroupUpdates: MDNSPublisher {
     /// Publishes `changed` (each replacing the group of its key, if any) and withdraws
     /// `removed`; every other group stays as it is. Calls must come in the order of the

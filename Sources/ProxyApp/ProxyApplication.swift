@@ -98,8 +98,15 @@ public struct ProxyApplication: Sendable {
             throw StartupError("cannot start the mDNS listener: \(error)")
         }
         defer { snooper.shutdown() }
+        // What devices register is published by the registrar's own responder, which the
+        // router's avahi-daemon never hears: the proxy's browses get it from here.
+        let browsable =
+            configuration.registrar.isEnabled
+            ? LocalRecordsBackend(
+                wrapping: backend, later: { [timers] work in _ = timers.proxy.schedule(after: .zero, work) })
+            : nil
         let proxy = DiscoveryProxy(
-            configuration: proxyConfiguration, backend: backend, scheduler: timers.proxy, logger: logger,
+            configuration: proxyConfiguration, backend: browsable ?? backend, scheduler: timers.proxy, logger: logger,
             linkCache: snooper)
         defer { proxy.shutdown() }
         for link in proxyConfiguration.links {
@@ -122,7 +129,7 @@ public struct ProxyApplication: Sendable {
         let rateLimiter = ResponseRateLimiter(configuration.rateLimit)
         // SRP updates (srp.enabled; NOTIMP otherwise) on the same listeners, UDP, TCP and TLS.
         let registration = try RegistrarService.start(
-            configuration: configuration, proxy: proxyConfiguration, interfaces: interfaces,
+            configuration: configuration, proxy: proxyConfiguration, interfaces: interfaces, browsable: browsable,
             scheduler: timers.registrar ?? timers.proxy,
             logger: logger,
             // dns_acl_refused_total and dns_link_refused_total count updates too.

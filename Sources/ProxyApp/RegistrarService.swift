@@ -31,26 +31,28 @@ struct UpdateRouting: DNSResponder {
     }
 }
 
-/// The registrar with its store and its own avahi publisher (a connection of its own: its
-/// groups come and go with registrations, the browse domains' stay).
+/// The registrar with its store and its own mDNS responder (`LinkResponder`: it probes for
+/// and announces the registrations itself; avahi-daemon's entry groups took 5–10 ms of its one
+/// thread each, and the daemon dropped the connection past some 2,500).
 struct RegistrarService: Sendable {
     let registrar: Registrar
-    let publisher: AvahiPublisher
+    let publisher: LinkResponder
 
     /// Opens the store when `srp.enabled` (a damaged one is set aside and reported; one that
-    /// cannot be read stops the start), and publishes what it holds.
+    /// cannot be read stops the start), and publishes what it holds: on the links, and to the
+    /// proxy's browses through `browsable` (the proxy's backend when `srp.enabled`).
     static func start(
         configuration: AppConfiguration, proxy: ProxyConfiguration, interfaces: InterfaceTable,
-        scheduler: any ProxyScheduler, logger: Logger,
+        browsable: LocalRecordsBackend?, scheduler: any ProxyScheduler, logger: Logger,
         refused: @escaping @Sendable (_ client: DNSClient, _ link: String?) -> Void
     ) throws -> RegistrarService {
         let outcomes = OutcomeForwarder()
-        let publisher: AvahiPublisher
+        let publisher: LinkResponder
         do {
-            publisher = try AvahiPublisher(
+            publisher = try LinkResponder(
                 logger: logger, onCollision: { outcomes.collided($0) }, onEstablished: { outcomes.published($0) })
         } catch {
-            throw StartupError("cannot start the avahi client: \(error)")
+            throw StartupError("cannot start the mDNS responder: \(error)")
         }
         var table = RegistrationTable()
         var store: RegistrationStore?
@@ -85,7 +87,7 @@ struct RegistrarService: Sendable {
         }
         let registrar = Registrar(
             configuration: settings, proxy: proxy, table: table, store: store, publisher: publisher,
-            scheduler: scheduler, logger: logger, clock: { Int64(time(nil)) }, refused: refused)
+            browsable: browsable, scheduler: scheduler, logger: logger, clock: { Int64(time(nil)) }, refused: refused)
         outcomes.registrar.withLock { $0 = registrar }
         if settings.isEnabled {
             registrar.advertise(RegistrarAdvertisement.groups(configuration: configuration, interfaces: interfaces))
@@ -102,9 +104,9 @@ struct RegistrarService: Sendable {
     }
 }
 
-/// Hands the publisher's outcomes (on avahi's poll thread) to the registrar created after it.
+/// Hands the publisher's outcomes (on its thread) to the registrar created after it.
 private final class OutcomeForwarder: Sendable {
     let registrar = Mutex<Registrar?>(nil)
-    func published(_ key: MDNSGroup.Key) { registrar.withLock { $0 }?.published(key) }
+    func published(_ group: MDNSGroup) { registrar.withLock { $0 }?.published(group.key, records: group.records) }
     func collided(_ key: MDNSGroup.Key) { registrar.withLock { $0 }?.collided(key) }
 }

@@ -8,8 +8,9 @@ import Synchronization
 /// The SRP registrar and advertising proxy (RFC 9665; draft-ietf-dnssd-advertising-proxy-06):
 /// takes the DNS Updates the listeners receive, keeps what they register (`RegistrationTable`,
 /// on disk through `RegistrationPersistence` before any NOERROR), and publishes it over mDNS on
-/// the link the update came from (`RegistrationRecords`), where the proxy's own browses of
-/// that link find it for unicast and DNS Push clients like any other service there.
+/// the link the update came from (`RegistrationRecords`, with the proxy's own responder), and
+/// to the proxy's browses of that link (`LocalRecordsBackend`), where unicast and DNS Push
+/// clients find it like any other service there.
 ///
 /// One update, in order:
 /// 1. trust: the client ACL, then the link whose subnets hold the source address (a
@@ -17,8 +18,8 @@ import Synchronization
 /// 2. limits: the update's size, hosts per client address and in all;
 /// 3. `SRPUpdate.read` (§3.3: instructions, Update Lease option, SIG(0)), moved into the link's
 ///    zone; first come, first served against the table (§3.3.3: YXDOMAIN);
-/// 4. publication: a host whose records change is published, probed for by avahi-daemon, and
-///    the reply waits for the outcome for at most `outcomeWait` (as Apple's srp-mdns-proxy and
+/// 4. publication: a host whose records change is published, its new names probed for
+///    (RFC 6762 §8.1, `LinkResponder`), and the reply waits for the outcome for at most `outcomeWait` (as Apple's srp-mdns-proxy and
 ///    OpenThread do): a name another device on the link holds gives YXDOMAIN and changes
 ///    nothing; past the wait the registration is taken and stays published;
 /// 5. the table changes, the store commits, and NOERROR goes out with the granted leases
@@ -31,6 +32,8 @@ public final class Registrar: Sendable {
     public static let defaultZone = try! DNSName("default.service.arpa.")
 
     private let publisher: any MDNSPublisher
+    /// Where the proxy's browses see what is registered (nil: the publisher's daemon shows them).
+    private let browsable: LocalRecordsBackend?
     private let scheduler: any ProxyScheduler
     private let logger: Logger
     private let clock: @Sendable () -> Int64
@@ -38,7 +41,20 @@ public final class Registrar: Sendable {
     private let refused: @Sendable (DNSClient, String?) -> Void
     private let state: Mutex<State>
     /// Updates read by the listeners, not yet taken by the registrar's thread.
-    private let inbox = UpdateInbox()
+    private let inbox = Inbox<ReceivedUpdate>()
+    /// The publisher's outcomes, not yet taken: settled together, their updates share a
+    /// commit (one fsync for the hosts whose probes ended in the same round, not one each).
+    private let outcomes = Inbox<Outcome>()
+
+    /// A trial's end: its probe won or lost, or the wait ran out first.
+    struct Outcome: Sendable {
+        let key: MDNSGroup.Key
+        /// The records that won: an outcome for other records (an earlier trial's, settled by
+        /// the wait) leaves the trial waiting. Nil: not checked.
+        var records: [MDNSRecord]? = nil
+        let collided: Bool
+        let late: Bool
+    }
 
     struct State: ~Copyable {
         var configuration: RegistrarConfiguration
@@ -61,7 +77,7 @@ public final class Registrar: Sendable {
         var buckets: [[UInt8]: TokenBucket] = [:]
     }
 
-    /// A host's group published for updates that wait for avahi-daemon's probe.
+    /// A host's group published for updates that wait for its probe.
     struct Trial {
         var group: MDNSGroup
         var waiting: [Waiter]
@@ -86,12 +102,14 @@ public final class Registrar: Sendable {
     /// that the proxy counts and logs them with its own (`DiscoveryProxy.noteRefused`).
     public init(
         configuration: RegistrarConfiguration, proxy: ProxyConfiguration, table: RegistrationTable,
-        store: sending (any RegistrationPersistence)?, publisher: any MDNSPublisher, scheduler: any ProxyScheduler,
-        logger: Logger, clock: @escaping @Sendable () -> Int64, metrics: RegistrarMetrics = RegistrarMetrics(),
+        store: sending (any RegistrationPersistence)?, publisher: any MDNSPublisher,
+        browsable: LocalRecordsBackend? = nil, scheduler: any ProxyScheduler, logger: Logger,
+        clock: @escaping @Sendable () -> Int64, metrics: RegistrarMetrics = RegistrarMetrics(),
         refused: @escaping @Sendable (_ client: DNSClient, _ link: String?) -> Void = { _, _ in }
     ) {
         self.refused = refused
         self.publisher = publisher
+        self.browsable = browsable
         self.scheduler = scheduler
         self.logger = logger
         self.clock = clock
@@ -105,7 +123,10 @@ public final class Registrar: Sendable {
     /// Ends what expired while the daemon was down, publishes the rest and arms the expiry.
     public func start() {
         expire()
-        state.withLock { publishAll(&$0) }
+        state.withLock { state in
+            publisher.pace(state.proxy.mdnsAnnouncePacing)
+            publishAll(&state)
+        }
     }
 
     /// A reload: new bounds and limits, new links (registrations of a link no longer served
@@ -114,6 +135,7 @@ public final class Registrar: Sendable {
         state.withLock { state in
             state.configuration = configuration
             state.proxy = proxy
+            publisher.pace(proxy.mdnsAnnouncePacing)
             publishAll(&state)
         }
     }
@@ -165,7 +187,7 @@ public final class Registrar: Sendable {
     /// lock and the store's fsync are the registrar's scheduler's, so an update never holds up
     /// the queries behind it.
     public func handle(_ bytes: [UInt8], from client: DNSClient, reply: @escaping @Sendable ([UInt8]?) -> Void) {
-        guard inbox.put(UpdateInbox.Received(bytes: bytes, client: client, reply: reply)) else { return }
+        guard inbox.put(ReceivedUpdate(bytes: bytes, client: client, reply: reply)) else { return }
         scheduler.schedule(after: .zero) { [weak self] in self?.drain() }
     }
 
@@ -290,7 +312,7 @@ public final class Registrar: Sendable {
     static let namesPerHost = 8
 
     /// Step 4: returned, to be applied at once, when nothing is to be published anew; else
-    /// published and held until avahi-daemon's outcome or `outcomeWait`.
+    /// published and held until its probe's outcome or `outcomeWait`.
     private func begin(_ waiter: Waiter) -> Waiter? {
         let update = waiter.update
         let key = RegistrationRecords.key(host: update.host.name, interface: waiter.link.interface)
@@ -325,7 +347,8 @@ public final class Registrar: Sendable {
             }
             guard let wanted, wanted != state.registered[key], !wanted.records.isEmpty else { return .apply }
             let wait = state.configuration.outcomeWait
-            let timer = scheduler.schedule(after: wait) { [weak self] in self?.settle(key, collided: false, late: true)
+            let timer = scheduler.schedule(after: wait) { [weak self] in
+                self?.settle([Outcome(key: key, collided: false, late: true)])
             }
             state.trials[key] = Trial(group: wanted, waiting: [waiter], timer: timer)
             send(&state, keys: [key])
@@ -370,48 +393,69 @@ public final class Registrar: Sendable {
         return nil
     }
 
-    /// avahi-daemon's outcome for a host's group (its poll thread: handed to the scheduler).
-    public func published(_ key: MDNSGroup.Key) {
-        scheduler.schedule(after: .zero) { [weak self] in self?.settle(key, collided: false, late: false) }
+    /// The publisher's outcome for a host's group, `records` announced (on the publisher's
+    /// thread, or on this registrar's under its lock for a group that needed no probe: handed
+    /// to the scheduler either way).
+    public func published(_ key: MDNSGroup.Key, records: [MDNSRecord]? = nil) {
+        take(Outcome(key: key, records: records, collided: false, late: false))
     }
 
-    /// Another device on the link holds a name of the group (RFC 6762 §9), or this host's own
-    /// avahi-daemon does.
+    /// Another device on the link holds a name of the group (RFC 6762 §8.1, §9).
     public func collided(_ key: MDNSGroup.Key) {
-        scheduler.schedule(after: .zero) { [weak self] in self?.settle(key, collided: true, late: false) }
+        take(Outcome(key: key, collided: true, late: false))
     }
 
-    private func settle(_ key: MDNSGroup.Key, collided: Bool, late: Bool) {
-        let waiting = state.withLock { state -> [Waiter]? in
-            guard let trial = state.trials.removeValue(forKey: key) else { return nil }
-            trial.timer.cancel()
-            if collided { send(&state, keys: [key]) }  // back to what is registered
-            return trial.waiting
+    private func take(_ outcome: Outcome) {
+        guard outcomes.put(outcome) else { return }
+        scheduler.schedule(after: .zero) { [weak self] in
+            guard let self else { return }
+            while case let taken = outcomes.takeAll(), !taken.isEmpty { settle(taken) }
         }
-        guard let waiting else {
-            if collided {
-                metrics.lateConflicts.increment()
-                logger.warning(
-                    "a registered name was taken on the link after it was published",
+    }
+
+    /// Ends the trials of `outcomes`: the updates of those won (or past the wait) applied in
+    /// one commit, those lost answered YXDOMAIN.
+    private func settle(_ outcomes: [Outcome]) {
+        var applied: [Waiter] = []
+        for outcome in outcomes {
+            let key = outcome.key
+            let waiting = state.withLock { state -> [Waiter]? in
+                guard let trial = state.trials[key] else { return nil }
+                // Another trial's outcome (it was settled by the wait, and this one began since).
+                if let records = outcome.records, records != trial.group.records { return [] }
+                state.trials[key] = nil
+                trial.timer.cancel()
+                if outcome.collided { send(&state, keys: [key]) }  // back to what is registered
+                return trial.waiting
+            }
+            guard let waiting else {
+                if outcome.collided {
+                    metrics.lateConflicts.increment()
+                    logger.warning(
+                        "a registered name was taken on the link after it was published",
+                        metadata: ["mdns.interface": "\(key.interface)", "srp.group": "\(key.name)"])
+                }
+                continue
+            }
+            if outcome.collided {
+                for waiter in waiting {
+                    answer(
+                        waiter.query,
+                        .init(
+                            rcode: .yxDomain,
+                            reason: "a device on link \(key.interface) holds the name (RFC 6762 §8.1, §9)"),
+                        client: waiter.client, reply: waiter.reply)
+                }
+                continue
+            }
+            if outcome.late {
+                logger.info(
+                    "SRP: the publication was not confirmed in time; registered all the same",
                     metadata: ["mdns.interface": "\(key.interface)", "srp.group": "\(key.name)"])
             }
-            return
+            applied += waiting
         }
-        if collided {
-            for waiter in waiting {
-                answer(
-                    waiter.query,
-                    .init(rcode: .yxDomain, reason: "a device on link \(key.interface) holds the name (RFC 6762 §9)"),
-                    client: waiter.client, reply: waiter.reply)
-            }
-            return
-        }
-        if late {
-            logger.info(
-                "SRP: avahi-daemon has not confirmed the publication in time; registered all the same",
-                metadata: ["mdns.interface": "\(key.interface)", "srp.group": "\(key.name)"])
-        }
-        commit(waiting, settled: true)
+        if !applied.isEmpty { commit(applied, settled: true) }
     }
 
     /// Step 5: the waiters' updates applied in order, written in one transaction, answered.
@@ -447,6 +491,7 @@ public final class Registrar: Sendable {
             }
             publish(&state, hosts: Set(waiting.map(\.update.host.name)).union(all.touchedHosts), force: settled)
             armExpiry(&state)
+            noteStoreSize(state)
             return outcomes
         }
         for (waiter, outcome) in zip(waiting, outcomes) {
@@ -483,8 +528,8 @@ public final class Registrar: Sendable {
 
     // MARK: - Expiry
 
-    /// Ends the leases that are over (§5.1), writes that, withdraws what they published (avahi
-    /// sends the goodbyes) and arms the next.
+    /// Ends the leases that are over (§5.1), writes that, withdraws what they published
+    /// (goodbyes) and arms the next.
     func expire() {
         state.withLock { state in
             guard !state.isClosed else { return }
@@ -510,7 +555,13 @@ public final class Registrar: Sendable {
             }
             publish(&state, hosts: changes.touchedHosts, force: false)
             armExpiry(&state)
+            if !changes.isEmpty { noteStoreSize(state) }
         }
+    }
+
+    /// `srp_store_bytes`, after a commit.
+    private func noteStoreSize(_ state: borrowing State) {
+        metrics.update(counts: [:], links: [], storeSize: state.store?.size)
     }
 
     private func armExpiry(_ state: inout State) {
@@ -532,6 +583,7 @@ public final class Registrar: Sendable {
             register(&state, group.key, group)
         }
         send(&state, keys: nil)
+        noteStoreSize(state)
     }
 
     /// Rebuilds the groups of `hosts` alone, and hands the publisher those that changed (or
@@ -563,7 +615,24 @@ public final class Registrar: Sendable {
     /// takes changes (`MDNSGroupUpdates`) is given only those, so that adding a host costs
     /// the same at 10,000 hosts as at 10 (docs/BENCHMARKS.md, "SRP registrar").
     private func send(_ state: inout State, keys: Set<MDNSGroup.Key>?) {
-        metrics.update(counts: state.counts, links: state.links, storeSize: state.store?.size)
+        // The store's size is read after a commit (`noteStoreSize`): two PRAGMAs each time a
+        // trial began made a tenth of a new host's cost.
+        metrics.update(counts: state.counts, links: state.links, storeSize: nil)
+        if let keys {
+            // The browses see what is registered, not a trial.
+            var visible: [MDNSGroup] = []
+            var gone: [MDNSGroup.Key] = []
+            for key in keys.sorted() {
+                if let group = state.registered[key] ?? state.advertisement.first(where: { $0.key == key }) {
+                    visible.append(group)
+                } else {
+                    gone.append(key)
+                }
+            }
+            browsable?.update(changed: visible, removed: gone)
+        } else {
+            browsable?.replaceAll(Array(state.registered.values) + state.advertisement)
+        }
         if let keys, let updates = publisher as? any MDNSGroupUpdates {
             var changed: [MDNSGroup] = []
             var removed: [MDNSGroup.Key] = []
@@ -619,21 +688,14 @@ public final class Registrar: Sendable {
 }
 
 /// Group commit for the registrar (docs/BENCHMARKS.md, "SRP registrar"): the listeners put
-/// updates here from their threads, and one drain on the registrar's thread takes all that
-/// wait, so that the updates read while a commit waited for the disk are written together in
-/// the next transaction instead of one fsync each.
-final class UpdateInbox: Sendable {
-    /// An update as a listener read it.
-    struct Received: Sendable {
-        let bytes: [UInt8]
-        let client: DNSClient
-        let reply: @Sendable ([UInt8]?) -> Void
-    }
-
-    private let state = Mutex<(updates: [Received], draining: Bool)>(([], false))
+/// updates here from their threads (and the publisher its outcomes), and one drain on the
+/// registrar's thread takes all that wait, so that the updates read while a commit waited for
+/// the disk are written together in the next transaction instead of one fsync each.
+final class Inbox<Item: Sendable>: Sendable {
+    private let state = Mutex<(updates: [Item], draining: Bool)>(([], false))
 
     /// Adds `update`; true when no drain is running or scheduled, and the caller schedules one.
-    func put(_ update: Received) -> Bool {
+    func put(_ update: Item) -> Bool {
         state.withLock { state in
             state.updates.append(update)
             defer { state.draining = true }
@@ -643,11 +705,18 @@ final class UpdateInbox: Sendable {
 
     /// Everything waiting. Empty when nothing is, and then the drain is over: the next `put`
     /// schedules another.
-    func takeAll() -> [Received] {
+    func takeAll() -> [Item] {
         state.withLock { state in
             defer { state.updates.removeAll(keepingCapacity: true) }
             if state.updates.isEmpty { state.draining = false }
             return state.updates
         }
     }
+}
+
+/// An update as a listener read it.
+struct ReceivedUpdate: Sendable {
+    let bytes: [UInt8]
+    let client: DNSClient
+    let reply: @Sendable ([UInt8]?) -> Void
 }

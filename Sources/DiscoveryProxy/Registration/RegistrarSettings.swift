@@ -27,7 +27,7 @@ public struct RegistrarConfiguration: Sendable, Equatable {
     public var maxUpdateSize = 16384
     /// Updates a second from one client address (twice that at once); 0: no limit.
     public var maxUpdateRate = 10
-    /// How long an answer waits for avahi-daemon's probe of the names (OpenThread: 1,250 ms).
+    /// How long an answer waits for the probe of the names (OpenThread: 1,250 ms).
     public var outcomeWait: Duration = .milliseconds(1300)
 
     public init() {}

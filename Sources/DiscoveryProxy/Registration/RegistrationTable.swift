@@ -227,7 +227,7 @@ public struct RegistrationTable: Equatable, Sendable {
     /// The part of the table updates of `hosts` naming `names` can touch: their claims, the
     /// hosts and every service of the hosts or among `names`. Applying the updates to it gives
     /// the hosts' entries as applying them to the whole table would, without copying the whole.
-    public func slice(hosts: some Sequence<DNSName>, names: some Sequence<DNSName>) -> Slice {
+    public func slice(hosts: [DNSName], names: [DNSName]) -> Slice {
         let hosts = Set(hosts)
         let touched = hosts.union(names)
         var table = RegistrationTable()
