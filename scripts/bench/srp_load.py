@@ -74,7 +74,10 @@ def blast(wires, socks, server, concurrency, time_limit, reply_timeout=10.0):
     those outstanding) keeping at most `concurrency` outstanding, starting no new one after
     `time_limit` seconds and waiting at most `reply_timeout` for each answer. Returns a dict:
     sent, answered, rcodes {name: count}, latencies (s, answered ones), elapsed (first send to
-    last answer), ok_rate (NOERROR per second over elapsed)."""
+    last answer), ok_rate (NOERROR per second over elapsed), and full_rate: NOERROR per second
+    from the first answer to the last send, the stretch where `concurrency` updates were
+    outstanding all along (the sustained rate, without the first answer's wait and the last
+    one's tail); None when that stretch is under a second."""
     n = len(wires)
     sel = selectors.DefaultSelector()
     for i, s in enumerate(socks):
@@ -88,6 +91,9 @@ def blast(wires, socks, server, concurrency, time_limit, reply_timeout=10.0):
     deadline = start + time_limit
     last_answer = start
     last_sweep = start
+    first_answer = None
+    last_send = start
+    answered_at = []        # NOERROR answers' times
     try:
         while True:
             now = time.perf_counter()
@@ -100,7 +106,7 @@ def blast(wires, socks, server, concurrency, time_limit, reply_timeout=10.0):
                 except BlockingIOError:
                     break
                 pending[(si, mid)] = nxt
-                sent_at[nxt] = time.perf_counter()
+                sent_at[nxt] = last_send = time.perf_counter()
                 nxt += 1
             if not pending and (nxt >= n or now >= deadline):
                 break
@@ -120,6 +126,10 @@ def blast(wires, socks, server, concurrency, time_limit, reply_timeout=10.0):
                     latency[idx] = t - sent_at[idx]
                     rcode[idx] = data[3] & 0x0F
                     last_answer = t
+                    if first_answer is None:
+                        first_answer = t
+                    if rcode[idx] == 0:
+                        answered_at.append(t)
             now = time.perf_counter()
             if now - last_sweep > 0.25:
                 last_sweep = now
@@ -134,7 +144,10 @@ def blast(wires, socks, server, concurrency, time_limit, reply_timeout=10.0):
         counts[name] = counts.get(name, 0) + 1
     elapsed = max(1e-9, last_answer - start)
     ok = counts.get("NOERROR", 0)
-    return dict(sent=nxt, answered=sum(1 for r in rcode if r is not None), rcodes=counts,
+    full_rate = None
+    if first_answer is not None and last_send - first_answer >= 1.0:
+        full_rate = sum(1 for t in answered_at if first_answer <= t <= last_send) / (last_send - first_answer)
+    return dict(full_rate=full_rate, sent=nxt, answered=sum(1 for r in rcode if r is not None), rcodes=counts,
                 latencies=[latency[i] for i in range(nxt) if latency[i] is not None and rcode[i] == 0],
                 elapsed=elapsed, ok_rate=ok / elapsed, concurrency=concurrency, time_limit=time_limit,
                 stopped_by_time=nxt < n)
