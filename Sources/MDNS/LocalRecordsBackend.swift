@@ -119,31 +119,33 @@ public final class LocalRecordsBackend: MDNSBackend {
     /// Publishes `changed` (each replacing the group of its key) and withdraws `removed`: the
     /// live queries for their names get the records that came and went.
     public func update(changed: [MDNSGroup], removed: [MDNSGroup.Key]) {
-        shared.deliveries.withLock { _ in
-            let deliveries = shared.state.withLock { state in
-                var deliveries: Deliveries = []
-                for group in changed {
-                    Self.set(group.key, group.records.isEmpty ? nil : group.records, in: &state, into: &deliveries)
-                }
-                for key in removed { Self.set(key, nil, in: &state, into: &deliveries) }
-                return deliveries
+        change { state, deliveries in
+            for group in changed {
+                Self.set(group.key, group.records.isEmpty ? nil : group.records, in: &state, into: &deliveries)
             }
-            for (query, event) in deliveries { query.deliver(event) }
+            for key in removed { Self.set(key, nil, in: &state, into: &deliveries) }
         }
     }
 
     /// Makes `groups` all that is published.
     public func replaceAll(_ groups: [MDNSGroup]) {
+        change { state, deliveries in
+            let wanted = Set(groups.map(\.key))
+            for key in state.groups.keys where !wanted.contains(key) {
+                Self.set(key, nil, in: &state, into: &deliveries)
+            }
+            for group in groups {
+                Self.set(group.key, group.records.isEmpty ? nil : group.records, in: &state, into: &deliveries)
+            }
+        }
+    }
+
+    /// Makes a change under the state's lock, then hands its events out under the deliveries'.
+    private func change(_ body: (inout State, inout Deliveries) -> Void) {
         shared.deliveries.withLock { _ in
             let deliveries = shared.state.withLock { state in
                 var deliveries: Deliveries = []
-                let wanted = Set(groups.map(\.key))
-                for key in state.groups.keys where !wanted.contains(key) {
-                    Self.set(key, nil, in: &state, into: &deliveries)
-                }
-                for group in groups {
-                    Self.set(group.key, group.records.isEmpty ? nil : group.records, in: &state, into: &deliveries)
-                }
+                body(&state, &deliveries)
                 return deliveries
             }
             for (query, event) in deliveries { query.deliver(event) }

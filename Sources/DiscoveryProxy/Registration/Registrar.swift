@@ -561,7 +561,7 @@ public final class Registrar: Sendable {
 
     /// `srp_store_bytes`, after a commit.
     private func noteStoreSize(_ state: borrowing State) {
-        metrics.update(counts: [:], links: [], storeSize: state.store?.size)
+        if let size = state.store?.size { metrics.recordStore(size: size) }
     }
 
     private func armExpiry(_ state: inout State) {
@@ -615,38 +615,29 @@ public final class Registrar: Sendable {
     /// takes changes (`MDNSGroupUpdates`) is given only those, so that adding a host costs
     /// the same at 10,000 hosts as at 10 (docs/BENCHMARKS.md, "SRP registrar").
     private func send(_ state: inout State, keys: Set<MDNSGroup.Key>?) {
-        // The store's size is read after a commit (`noteStoreSize`): two PRAGMAs each time a
-        // trial began made a tenth of a new host's cost.
-        metrics.update(counts: state.counts, links: state.links, storeSize: nil)
+        metrics.update(counts: state.counts, links: state.links)
         if let keys {
-            // The browses see what is registered, not a trial.
+            // The browses see what is registered; the publisher, a trial in its place.
             var visible: [MDNSGroup] = []
             var gone: [MDNSGroup.Key] = []
-            for key in keys.sorted() {
-                if let group = state.registered[key] ?? state.advertisement.first(where: { $0.key == key }) {
-                    visible.append(group)
-                } else {
-                    gone.append(key)
-                }
-            }
-            browsable?.update(changed: visible, removed: gone)
-        } else {
-            browsable?.replaceAll(Array(state.registered.values) + state.advertisement)
-        }
-        if let keys, let updates = publisher as? any MDNSGroupUpdates {
             var changed: [MDNSGroup] = []
             var removed: [MDNSGroup.Key] = []
             for key in keys.sorted() {
-                if let group = state.trials[key]?.group ?? state.registered[key]
-                    ?? state.advertisement.first(where: { $0.key == key })
-                {
+                let registered = state.registered[key] ?? state.advertisement.first(where: { $0.key == key })
+                if let registered { visible.append(registered) } else { gone.append(key) }
+                if let group = state.trials[key]?.group ?? registered {
                     changed.append(group)
                 } else {
                     removed.append(key)
                 }
             }
-            updates.update(changed: changed, removed: removed)
-            return
+            browsable?.update(changed: visible, removed: gone)
+            if let updates = publisher as? any MDNSGroupUpdates {
+                updates.update(changed: changed, removed: removed)
+                return
+            }
+        } else {
+            browsable?.replaceAll(Array(state.registered.values) + state.advertisement)
         }
         var groups = state.registered
         for (key, trial) in state.trials { groups[key] = trial.group }

@@ -80,12 +80,15 @@ public final class RegistrarMetrics: Sendable {
         }
     }
 
-    func update(counts: [String: LinkCounts], links: [Link], storeSize: Int?) {
+    func update(counts: [String: LinkCounts], links: [Link]) {
         for link in links {
             let count = counts[link.interface] ?? LinkCounts()
             hosts[link.interface].record(count.hosts)
             services[link.interface].record(count.services)
         }
-        if let storeSize { storeBytes.record(storeSize) }
     }
+
+    /// `srp_store_bytes`: read after a commit, not at every change of the groups (two PRAGMAs
+    /// each time a trial began made a tenth of a new host's cost).
+    func recordStore(size: Int) { storeBytes.record(size) }
 }

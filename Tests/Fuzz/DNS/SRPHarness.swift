@@ -17,7 +17,7 @@ import Synchronization
 enum SRPHarness {
     static let zone = try! DNSName("default.service.arpa.")
 
-    /// Takes changes, as avahi's publisher does (the registrar's path in production).
+    /// Takes changes, as the registrar's responder (`LinkResponder`) does in production.
     final class Publisher: MDNSGroupUpdates {
         let published = Mutex<[MDNSGroup.Key: MDNSGroup]>([:])
         func publish(_ groups: [MDNSGroup]) {
