@@ -51,7 +51,8 @@ public struct ProxyApplication: Sendable {
         // avahi calls for every announcement it changes) never holds up a collection window.
         let timers = Timers(
             proxy: EventLoopScheduler(), gateway: EventLoopScheduler(),
-            registrar: configuration.registrar.isEnabled ? EventLoopScheduler() : nil)
+            registrar: configuration.registrar.isEnabled ? EventLoopScheduler() : nil,
+            registrarReaders: configuration.registrar.isEnabled ? [EventLoopScheduler(), EventLoopScheduler()] : [])
         do {
             try await run(timers: timers)
         } catch {
@@ -68,11 +69,15 @@ public struct ProxyApplication: Sendable {
         /// never waits on a DNS event loop or in front of the proxy's timers. Off, the proxy's
         /// thread answers its NOTIMPs.
         let registrar: EventLoopScheduler?
+        /// Where the registrar reads updates and checks their SIG(0), beside `registrar`: two,
+        /// so that a burst of new devices is read on both cores.
+        let registrarReaders: [EventLoopScheduler]
 
         func shutdown() async {
             await proxy.shutdown()
             await gateway.shutdown()
             await registrar?.shutdown()
+            for reader in registrarReaders { await reader.shutdown() }
         }
     }
 
@@ -130,8 +135,7 @@ public struct ProxyApplication: Sendable {
         // SRP updates (srp.enabled; NOTIMP otherwise) on the same listeners, UDP, TCP and TLS.
         let registration = try RegistrarService.start(
             configuration: configuration, proxy: proxyConfiguration, interfaces: interfaces, browsable: browsable,
-            scheduler: timers.registrar ?? timers.proxy,
-            logger: logger,
+            scheduler: timers.registrar ?? timers.proxy, readers: timers.registrarReaders, logger: logger,
             // dns_acl_refused_total and dns_link_refused_total count updates too.
             refused: { [proxy] in proxy.noteRefused(client: $0, link: $1, asking: "UPDATE") })
         defer { registration.shutdown() }

@@ -43,7 +43,7 @@ struct RegistrarService: Sendable {
     /// proxy's browses through `browsable` (the proxy's backend when `srp.enabled`).
     static func start(
         configuration: AppConfiguration, proxy: ProxyConfiguration, interfaces: InterfaceTable,
-        browsable: LocalRecordsBackend?, scheduler: any ProxyScheduler, logger: Logger,
+        browsable: LocalRecordsBackend?, scheduler: any ProxyScheduler, readers: [any ProxyScheduler], logger: Logger,
         refused: @escaping @Sendable (_ client: DNSClient, _ link: String?) -> Void
     ) throws -> RegistrarService {
         let outcomes = OutcomeForwarder()
@@ -87,7 +87,8 @@ struct RegistrarService: Sendable {
         }
         let registrar = Registrar(
             configuration: settings, proxy: proxy, table: table, store: store, publisher: publisher,
-            browsable: browsable, scheduler: scheduler, logger: logger, clock: { Int64(time(nil)) }, refused: refused)
+            browsable: browsable, scheduler: scheduler, readers: readers, logger: logger, clock: { Int64(time(nil)) },
+            refused: refused)
         outcomes.registrar.withLock { $0 = registrar }
         if settings.isEnabled {
             registrar.advertise(RegistrarAdvertisement.groups(configuration: configuration, interfaces: interfaces))

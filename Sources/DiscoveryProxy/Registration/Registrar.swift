@@ -35,13 +35,21 @@ public final class Registrar: Sendable {
     /// Where the proxy's browses see what is registered (nil: the publisher's daemon shows them).
     private let browsable: LocalRecordsBackend?
     private let scheduler: any ProxyScheduler
+    /// Where updates are read and their signatures checked (steps 1 to 3), when not on
+    /// `scheduler`'s thread: SIG(0) was a third of that thread's time per new host, and it
+    /// now runs beside the table, the trials and the store's commits (docs/BENCHMARKS.md,
+    /// "SRP registrar: reading beside applying"). A client's updates are always read by the
+    /// same reader (by its address), so they are applied in the order they came.
+    private let readers: [any ProxyScheduler]
     private let logger: Logger
     private let clock: @Sendable () -> Int64
     private let metrics: RegistrarMetrics
     private let refused: @Sendable (DNSClient, String?) -> Void
     private let state: Mutex<State>
-    /// Updates read by the listeners, not yet taken by the registrar's thread.
-    private let inbox = Inbox<ReceivedUpdate>()
+    /// Updates the listeners received, not yet taken by their reader (one inbox per reader).
+    private let inboxes: [Inbox<ReceivedUpdate>]
+    /// Updates read and checked on the readers' threads, not yet applied on the registrar's.
+    private let ready = Inbox<Waiter>()
     /// The publisher's outcomes, not yet taken: settled together, their updates share a
     /// commit (one fsync for the hosts whose probes ended in the same round, not one each).
     private let outcomes = Inbox<Outcome>()
@@ -96,14 +104,16 @@ public final class Registrar: Sendable {
     }
 
     /// `table` as the store kept it (`RegistrationStore.open`); `store` writes every change
-    /// (nil: kept in memory only, for tests). `clock`: wall-clock seconds.
+    /// (nil: kept in memory only, for tests). `clock`: wall-clock seconds. `readers`: threads
+    /// of their own for reading updates (none: `scheduler`'s).
     ///
     /// `refused` is told of each client the ACL (`link` nil) or a link's view turned away, so
     /// that the proxy counts and logs them with its own (`DiscoveryProxy.noteRefused`).
     public init(
         configuration: RegistrarConfiguration, proxy: ProxyConfiguration, table: RegistrationTable,
         store: sending (any RegistrationPersistence)?, publisher: any MDNSPublisher,
-        browsable: LocalRecordsBackend? = nil, scheduler: any ProxyScheduler, logger: Logger,
+        browsable: LocalRecordsBackend? = nil, scheduler: any ProxyScheduler, readers: [any ProxyScheduler] = [],
+        logger: Logger,
         clock: @escaping @Sendable () -> Int64, metrics: RegistrarMetrics = RegistrarMetrics(),
         refused: @escaping @Sendable (_ client: DNSClient, _ link: String?) -> Void = { _, _ in }
     ) {
@@ -111,6 +121,8 @@ public final class Registrar: Sendable {
         self.publisher = publisher
         self.browsable = browsable
         self.scheduler = scheduler
+        self.readers = readers
+        self.inboxes = (0..<max(1, readers.count)).map { _ in Inbox() }
         self.logger = logger
         self.clock = clock
         self.metrics = metrics
@@ -131,6 +143,7 @@ public final class Registrar: Sendable {
 
     /// A reload: new bounds and limits, new links (registrations of a link no longer served
     /// stay in the table, unpublished, until they expire).
+    @_optimize(size)  // cold: a reload (docs/BENCHMARKS.md, "Footprint, step 8")
     public func apply(_ configuration: RegistrarConfiguration, proxy: ProxyConfiguration) {
         state.withLock { state in
             state.configuration = configuration
@@ -150,6 +163,7 @@ public final class Registrar: Sendable {
         }
     }
 
+    @_optimize(size)  // cold
     public func shutdown() {
         let waiting = state.withLock { state -> [Waiter] in
             state.isClosed = true
@@ -183,31 +197,75 @@ public final class Registrar: Sendable {
     /// Answers one DNS Update (`bytes`, without a TCP length prefix) from `client`: `reply`
     /// is called once, now or after the publication's outcome, with the answer (nil: none).
     ///
-    /// Nothing of it runs on the caller's thread (a DNS event loop): the signature, the table's
-    /// lock and the store's fsync are the registrar's scheduler's, so an update never holds up
-    /// the queries behind it.
+    /// Nothing of it runs on the caller's thread (a DNS event loop): the signature is the
+    /// reader's, the table's lock and the store's fsync the registrar's scheduler's, so an
+    /// update never holds up the queries behind it.
     public func handle(_ bytes: [UInt8], from client: DNSClient, reply: @escaping @Sendable ([UInt8]?) -> Void) {
+        let reader = readers.isEmpty ? 0 : Self.reader(of: client.address, among: readers.count)
+        let inbox = inboxes[reader]
         guard inbox.put(ReceivedUpdate(bytes: bytes, client: client, reply: reply)) else { return }
-        scheduler.schedule(after: .zero) { [weak self] in self?.drain() }
+        (readers.isEmpty ? scheduler : readers[reader]).schedule(after: .zero) { [weak self] in self?.drain(inbox) }
     }
 
-    /// Takes every update that arrived, and applies those that need no publication in one
-    /// transaction (`UpdateInbox`): updates that came while the last commit waited for the
-    /// disk share the next one.
-    private func drain() {
+    /// The reader of a client's updates: by its address (FNV-1a), the same one each time.
+    static func reader(of address: [UInt8], among count: Int) -> Int {
+        var hash: UInt32 = 2_166_136_261
+        for byte in address { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        return Int(hash % UInt32(count))
+    }
+
+    /// Reads every update that arrived (steps 1 to 3), and hands those that passed to the
+    /// registrar's thread a few at a time: 2,500 devices at once read whole before the first
+    /// began its probe held every answer back by the time the reading took, and the answers,
+    /// then the devices' next updates, came in waves (docs/BENCHMARKS.md, "SRP registrar:
+    /// reading beside applying").
+    private func drain(_ inbox: Inbox<ReceivedUpdate>) {
         while true {
             let received = inbox.takeAll()
             if received.isEmpty { return }
-            var batch: [Waiter] = []
+            var checked: [Waiter] = []
             for update in received {
-                if let now = process(update.bytes, from: update.client, reply: update.reply) { batch.append(now) }
+                guard let waiter = read(update.bytes, from: update.client, reply: update.reply) else { continue }
+                checked.append(waiter)
+                if checked.count == Self.handOff {
+                    hand(checked)
+                    checked.removeAll(keepingCapacity: true)
+                }
             }
-            if !batch.isEmpty { commit(batch) }
+            if !checked.isEmpty { hand(checked) }
         }
     }
 
-    /// One update: answered, left waiting for its publication, or returned to be applied now.
-    private func process(
+    /// Updates read, to be applied on the registrar's thread.
+    private func hand(_ checked: [Waiter]) {
+        guard !readers.isEmpty else { return apply(checked) }
+        if ready.put(contentsOf: checked) { scheduler.schedule(after: .zero) { [weak self] in self?.applyReady() } }
+    }
+
+    /// What the reader handed on so far, applied; then another turn, not a loop, so that the
+    /// probes' outcomes settle in between.
+    private func applyReady() {
+        let taken = ready.takeAll()
+        guard !taken.isEmpty else { return }
+        apply(taken)
+        scheduler.schedule(after: .zero) { [weak self] in self?.applyReady() }
+    }
+
+    /// Updates read are handed on this many at a time (some 15 ms of reading).
+    static let handOff = 64
+
+    /// Steps 4 and 5 for updates read: those that need no publication share one transaction
+    /// (`Inbox`: updates that came while the last commit waited for the disk share the next).
+    private func apply(_ checked: [Waiter]) {
+        var batch: [Waiter] = []
+        for waiter in checked {
+            if let now = begin(waiter) { batch.append(now) }
+        }
+        if !batch.isEmpty { commit(batch) }
+    }
+
+    /// One update read and checked: answered (a rejection), or returned to be applied.
+    private func read(
         _ bytes: [UInt8], from client: DNSClient, reply: @escaping @Sendable ([UInt8]?) -> Void
     ) -> Waiter? {
         guard let header = MessageHeader(bytes), !header.isResponse else {
@@ -230,10 +288,9 @@ public final class Registrar: Sendable {
             return nil
         case .success(let (update, link)):
             let granted = state.withLock { $0.configuration.leases.grant(update.lease) }
-            return begin(
-                Waiter(
-                    update: update, granted: granted, query: query, client: client, link: link, received: now,
-                    reply: reply))
+            return Waiter(
+                update: update, granted: granted, query: query, client: client, link: link, received: now,
+                reply: reply)
         }
     }
 
@@ -242,9 +299,10 @@ public final class Registrar: Sendable {
     private func check(_ query: Message, bytes: [UInt8], from client: DNSClient, now: Int64) -> Result<
         (SRPUpdate, Link), SRPUpdate.Rejection
     > {
-        // The table as it is now (a copy is a few retains): the signature is checked outside
-        // the lock.
-        let (configuration, proxy, table) = state.withLock { ($0.configuration, $0.proxy, $0.table) }
+        // The settings as they are now; the signature is checked outside the lock. The table
+        // is not copied: a reader holding a copy while the registrar's thread changes it would
+        // make that change copy the whole table (renewals at 10,000 hosts fell below 2,000/s).
+        let (configuration, proxy) = state.withLock { ($0.configuration, $0.proxy) }
         let links = proxy.links
         guard configuration.isEnabled else { return .failure(.init(rcode: .notImp, reason: "the registrar is off")) }
         if !proxy.admits(client) {
@@ -274,7 +332,7 @@ public final class Registrar: Sendable {
                 let inLink = query.questions.first.flatMap { zoneAsked in
                     name.labels(before: zoneAsked.name).flatMap { try? DNSName(labels: $0 + zone.labels) }
                 }
-                return inLink.flatMap { table.key(of: $0, at: now) }
+                return inLink.flatMap { name in state.withLock { $0.table.key(of: name, at: now) } }
             }
         ).flatMap { $0.moved(to: zone) }.map { ($0, link) }
     }
@@ -351,7 +409,7 @@ public final class Registrar: Sendable {
                 self?.settle([Outcome(key: key, collided: false, late: true)])
             }
             state.trials[key] = Trial(group: wanted, waiting: [waiter], timer: timer)
-            send(&state, keys: [key])
+            sendTrial(&state, wanted)
             return .wait
         }
         switch next {
@@ -417,18 +475,19 @@ public final class Registrar: Sendable {
     /// one commit, those lost answered YXDOMAIN.
     private func settle(_ outcomes: [Outcome]) {
         var applied: [Waiter] = []
+        var handed: [MDNSGroup.Key: MDNSGroup] = [:]
         for outcome in outcomes {
             let key = outcome.key
-            let waiting = state.withLock { state -> [Waiter]? in
+            let ended = state.withLock { state -> Trial? in
                 guard let trial = state.trials[key] else { return nil }
                 // Another trial's outcome (it was settled by the wait, and this one began since).
-                if let records = outcome.records, records != trial.group.records { return [] }
+                if let records = outcome.records, records != trial.group.records { return nil }
                 state.trials[key] = nil
                 trial.timer.cancel()
                 if outcome.collided { send(&state, keys: [key]) }  // back to what is registered
-                return trial.waiting
+                return trial
             }
-            guard let waiting else {
+            guard let waiting = ended?.waiting else {
                 if outcome.collided {
                     metrics.lateConflicts.increment()
                     logger.warning(
@@ -454,13 +513,15 @@ public final class Registrar: Sendable {
                     metadata: ["mdns.interface": "\(key.interface)", "srp.group": "\(key.name)"])
             }
             applied += waiting
+            handed[key] = ended?.group
         }
-        if !applied.isEmpty { commit(applied, settled: true) }
+        if !applied.isEmpty { commit(applied, handed: handed) }
     }
 
     /// Step 5: the waiters' updates applied in order, written in one transaction, answered.
     /// A store that cannot write leaves the table as it was and answers them all SERVFAIL.
-    private func commit(_ waiting: [Waiter], settled: Bool = false) {
+    /// `handed`: the groups of the trials that ended, which the publisher holds now.
+    private func commit(_ waiting: [Waiter], handed: [MDNSGroup.Key: MDNSGroup] = [:]) {
         let outcomes = state.withLock { state -> [Result<RegistrationTable.Changes, SRPUpdate.Rejection>] in
             // What the batch can touch, kept for a store that cannot write: a copy of the whole
             // table would cost O(N) a batch.
@@ -485,11 +546,11 @@ public final class Registrar: Sendable {
             } catch {
                 state.table.restore(before)
                 // A trial's group goes back to what is registered.
-                if settled { publish(&state, hosts: Set(waiting.map(\.update.host.name)), force: true) }
+                if !handed.isEmpty { publish(&state, hosts: Set(waiting.map(\.update.host.name)), handed: handed) }
                 let failure = SRPUpdate.Rejection(rcode: .servFail, reason: "the registration store: \(error)")
                 return outcomes.map { $0.flatMap { _ in .failure(failure) } }
             }
-            publish(&state, hosts: Set(waiting.map(\.update.host.name)).union(all.touchedHosts), force: settled)
+            publish(&state, hosts: Set(waiting.map(\.update.host.name)).union(all.touchedHosts), handed: handed)
             armExpiry(&state)
             noteStoreSize(state)
             return outcomes
@@ -508,7 +569,11 @@ public final class Registrar: Sendable {
         }
     }
 
+    @_optimize(size)  // cold: logs at info and debug only
     private func noteRegistered(_ waiter: Waiter, changes: RegistrationTable.Changes) {
+        // Every line below is info or debug: at 2,000 new hosts a second, building their
+        // metadata for a logger at notice was some 3 % of the registrar's thread.
+        guard logger.logLevel <= .info else { return }
         let update = waiter.update
         var metadata: Logger.Metadata = [
             "srp.host": "\(update.host.name)", "link.interface": "\(waiter.link.interface)",
@@ -531,32 +596,35 @@ public final class Registrar: Sendable {
     /// Ends the leases that are over (§5.1), writes that, withdraws what they published
     /// (goodbyes) and arms the next.
     func expire() {
-        state.withLock { state in
-            guard !state.isClosed else { return }
-            let now = clock()
-            let changes = state.table.expire(at: now)
-            if !changes.isEmpty {
-                do {
-                    try state.store?.save(changes, of: state.table)
-                } catch {
-                    // Still ended here (a lease is over whatever the disk says); the store
-                    // ends it again at the next start.
-                    logger.error("SRP expiry not stored: \(error)")
-                }
-                metrics.expiredHosts.increment(by: changes.removedHosts.count)
-                for host in changes.removedHosts {
-                    logger.info("SRP registration expired", metadata: ["srp.host": "\(host)"])
-                }
-                if changes.removedServices.count > 0 {
-                    logger.info(
-                        "SRP service leases ended",
-                        metadata: ["srp.services": "\(changes.removedServices.map(\.description))"])
-                }
+        state.withLock { expire(&$0) }
+    }
+
+    @_optimize(size)  // cold: at a lease's end
+    private func expire(_ state: inout State) {
+        guard !state.isClosed else { return }
+        let now = clock()
+        let changes = state.table.expire(at: now)
+        if !changes.isEmpty {
+            do {
+                try state.store?.save(changes, of: state.table)
+            } catch {
+                // Still ended here (a lease is over whatever the disk says); the store
+                // ends it again at the next start.
+                logger.error("SRP expiry not stored: \(error)")
             }
-            publish(&state, hosts: changes.touchedHosts, force: false)
-            armExpiry(&state)
-            if !changes.isEmpty { noteStoreSize(state) }
+            metrics.expiredHosts.increment(by: changes.removedHosts.count)
+            for host in changes.removedHosts {
+                logger.info("SRP registration expired", metadata: ["srp.host": "\(host)"])
+            }
+            if changes.removedServices.count > 0 {
+                logger.info(
+                    "SRP service leases ended",
+                    metadata: ["srp.services": "\(changes.removedServices.map(\.description))"])
+            }
         }
+        publish(&state, hosts: changes.touchedHosts)
+        armExpiry(&state)
+        if !changes.isEmpty { noteStoreSize(state) }
     }
 
     /// `srp_store_bytes`, after a commit.
@@ -576,6 +644,7 @@ public final class Registrar: Sendable {
 
     /// Builds every registered host's group again and hands the publisher all of them (a
     /// start, a reload, a new advertisement).
+    @_optimize(size)  // cold: a start, a reload
     private func publishAll(_ state: inout State) {
         state.registered = [:]
         state.counts = [:]
@@ -586,21 +655,24 @@ public final class Registrar: Sendable {
         noteStoreSize(state)
     }
 
-    /// Rebuilds the groups of `hosts` alone, and hands the publisher those that changed (or
-    /// all of them, `force`: a trial ended and its group goes back to what is registered): a
-    /// renewal, which changes no record, costs the publisher nothing.
-    private func publish(_ state: inout State, hosts: Set<DNSName>, force: Bool) {
+    /// Rebuilds the groups of `hosts` alone, and hands on those that changed: a renewal, which
+    /// changes no record, costs the publisher nothing. `handed`: the groups of trials that
+    /// ended, which the publisher holds in place of what is registered; theirs are handed on
+    /// unless the publisher already holds them (a won probe's group, the usual case).
+    private func publish(
+        _ state: inout State, hosts: Set<DNSName>, handed: [MDNSGroup.Key: MDNSGroup] = [:]
+    ) {
         var changed: Set<MDNSGroup.Key> = []
         for host in hosts {
             guard let link = state.links.first(where: { host.isSubdomain(of: $0.zone) }) else { continue }
             let key = RegistrationRecords.key(host: host, interface: link.interface)
             let group = RegistrationRecords.group(host: host, link: link, table: state.table)
-            if force || state.registered[key] != group {
+            if handed[key] != nil || state.registered[key] != group {
                 register(&state, key, group)
                 changed.insert(key)
             }
         }
-        if !changed.isEmpty { send(&state, keys: changed) }
+        if !changed.isEmpty { send(&state, keys: changed, handed: handed) }
     }
 
     /// Sets the group registered under `key`, and the counts by link the gauges show.
@@ -614,7 +686,9 @@ public final class Registrar: Sendable {
     /// registered; `nil`: every group, and the registrar's own advertisement. A publisher that
     /// takes changes (`MDNSGroupUpdates`) is given only those, so that adding a host costs
     /// the same at 10,000 hosts as at 10 (docs/BENCHMARKS.md, "SRP registrar").
-    private func send(_ state: inout State, keys: Set<MDNSGroup.Key>?) {
+    private func send(
+        _ state: inout State, keys: Set<MDNSGroup.Key>?, handed: [MDNSGroup.Key: MDNSGroup] = [:]
+    ) {
         metrics.update(counts: state.counts, links: state.links)
         if let keys {
             // The browses see what is registered; the publisher, a trial in its place.
@@ -626,14 +700,14 @@ public final class Registrar: Sendable {
                 let registered = state.registered[key] ?? state.advertisement.first(where: { $0.key == key })
                 if let registered { visible.append(registered) } else { gone.append(key) }
                 if let group = state.trials[key]?.group ?? registered {
-                    changed.append(group)
+                    if handed[key] != group { changed.append(group) }
                 } else {
                     removed.append(key)
                 }
             }
             browsable?.update(changed: visible, removed: gone)
             if let updates = publisher as? any MDNSGroupUpdates {
-                updates.update(changed: changed, removed: removed)
+                if !changed.isEmpty || !removed.isEmpty { updates.update(changed: changed, removed: removed) }
                 return
             }
         } else {
@@ -643,6 +717,13 @@ public final class Registrar: Sendable {
         for (key, trial) in state.trials { groups[key] = trial.group }
         for group in state.advertisement { groups[group.key] = group }
         publisher.publish(groups.values.sorted { $0.key < $1.key })
+    }
+
+    /// Hands the publisher a trial's group in place of what is registered: the browses and
+    /// the gauges show what is registered, which a trial does not change.
+    private func sendTrial(_ state: inout State, _ group: MDNSGroup) {
+        guard let updates = publisher as? any MDNSGroupUpdates else { return send(&state, keys: [group.key]) }
+        updates.update(changed: [group], removed: [])
     }
 
     // MARK: - Answers
@@ -687,8 +768,13 @@ final class Inbox<Item: Sendable>: Sendable {
 
     /// Adds `update`; true when no drain is running or scheduled, and the caller schedules one.
     func put(_ update: Item) -> Bool {
+        put(contentsOf: CollectionOfOne(update))
+    }
+
+    /// Adds `items`, as `put(_:)`.
+    func put(contentsOf items: some Sequence<Item>) -> Bool {
         state.withLock { state in
-            state.updates.append(update)
+            state.updates.append(contentsOf: items)
             defer { state.draining = true }
             return !state.draining
         }

@@ -108,6 +108,7 @@ public struct RegistrationStatus: Sendable, Codable, Equatable {
 
 extension Registrar {
     /// Every registered host, by name, with the time left at `now` (wall-clock seconds).
+    @_optimize(size)  // cold: the status page
     public func status() -> [RegistrationStatus] {
         let (table, links) = (self.table, self.links)
         let now = currentTime

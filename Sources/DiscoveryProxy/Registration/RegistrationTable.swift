@@ -79,6 +79,7 @@ public struct RegistrationTable: Equatable, Sendable {
     public init() {}
 
     /// A table as a store kept it.
+    @_optimize(size)  // cold: the store's load, once
     public init(claims: [DNSName: Claim], hosts: [DNSName: Host], services: [DNSName: Service]) {
         for (name, claim) in claims { put(claim, of: name) }
         for host in hosts.values { put(host) }
@@ -255,6 +256,7 @@ public struct RegistrationTable: Equatable, Sendable {
     /// Puts back what `slice` held before updates of its hosts and names were applied (a
     /// store that could not write them): every entry it covers is taken out, and its own
     /// entries put in again. The rest of the table is left alone.
+    @_optimize(size)  // cold: a store that cannot write
     public mutating func restore(_ slice: Slice) {
         for host in slice.hosts {
             for instance in instancesOfHost[host] ?? [] { _ = dropService(instance) }
