@@ -76,8 +76,9 @@ public struct ProxyApplication: Sendable {
         func shutdown() async {
             await proxy.shutdown()
             await gateway.shutdown()
-            await registrar?.shutdown()
+            // Readers first: what one hands on afterwards still reaches the registrar's thread.
             for reader in registrarReaders { await reader.shutdown() }
+            await registrar?.shutdown()
         }
     }
 

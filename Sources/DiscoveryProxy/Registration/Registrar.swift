@@ -83,6 +83,9 @@ public final class Registrar: Sendable {
         var advertisement: [MDNSGroup] = []
         /// Updates each client address may still send (`maxUpdateRate`).
         var buckets: [[UInt8]: TokenBucket] = [:]
+        /// `publishAll` runs so far (a reload, an advertisement, on another thread): a trial's
+        /// group handed before one is no longer what the publisher holds.
+        var republished = 0
     }
 
     /// A host's group published for updates that wait for its probe.
@@ -242,8 +245,8 @@ public final class Registrar: Sendable {
         if ready.put(contentsOf: checked) { scheduler.schedule(after: .zero) { [weak self] in self?.applyReady() } }
     }
 
-    /// What the reader handed on so far, applied; then another turn, not a loop, so that the
-    /// probes' outcomes settle in between.
+    /// What the readers handed on so far, applied; then another turn, not a loop, so that the
+    /// probes' outcomes settle between turns.
     private func applyReady() {
         let taken = ready.takeAll()
         guard !taken.isEmpty else { return }
@@ -476,6 +479,7 @@ public final class Registrar: Sendable {
     private func settle(_ outcomes: [Outcome]) {
         var applied: [Waiter] = []
         var handed: [MDNSGroup.Key: MDNSGroup] = [:]
+        let since = state.withLock { $0.republished }
         for outcome in outcomes {
             let key = outcome.key
             let ended = state.withLock { state -> Trial? in
@@ -515,14 +519,16 @@ public final class Registrar: Sendable {
             applied += waiting
             handed[key] = ended?.group
         }
-        if !applied.isEmpty { commit(applied, handed: handed) }
+        if !applied.isEmpty { commit(applied, handed: handed, since: since) }
     }
 
     /// Step 5: the waiters' updates applied in order, written in one transaction, answered.
     /// A store that cannot write leaves the table as it was and answers them all SERVFAIL.
-    /// `handed`: the groups of the trials that ended, which the publisher holds now.
-    private func commit(_ waiting: [Waiter], handed: [MDNSGroup.Key: MDNSGroup] = [:]) {
+    /// `handed`: the groups of the trials that ended, which the publisher holds now unless
+    /// `publishAll` ran since `since` (then it holds what was registered, and is handed all).
+    private func commit(_ waiting: [Waiter], handed: [MDNSGroup.Key: MDNSGroup] = [:], since: Int = 0) {
         let outcomes = state.withLock { state -> [Result<RegistrationTable.Changes, SRPUpdate.Rejection>] in
+            let handed = state.republished == since ? handed : [:]
             // What the batch can touch, kept for a store that cannot write: a copy of the whole
             // table would cost O(N) a batch.
             let before = state.table.slice(
@@ -646,6 +652,7 @@ public final class Registrar: Sendable {
     /// start, a reload, a new advertisement).
     @_optimize(size)  // cold: a start, a reload
     private func publishAll(_ state: inout State) {
+        state.republished += 1
         state.registered = [:]
         state.counts = [:]
         for group in RegistrationRecords.groups(of: state.table, links: state.links) {
